@@ -1,0 +1,2 @@
+// Transport instrumentation (fetch, undici, node:http/https) lives here.
+export {};

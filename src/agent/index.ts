@@ -1,0 +1,2 @@
+// Agent workflow helpers (retries, admission, queue envelopes, detach, tool events).
+export {};

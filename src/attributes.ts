@@ -1,0 +1,33 @@
+/** Span attribute, event, metric and wire names. These strings are the public contract. */
+
+export const ATTR_DEADLINE_AT_MS = 'deadline.at_ms';
+export const ATTR_DEADLINE_REMAINING_MS = 'deadline.remaining_ms';
+export const ATTR_DEADLINE_BUDGET_MS = 'deadline.budget_ms';
+export const ATTR_DEADLINE_SOURCE = 'deadline.source';
+export const ATTR_DEADLINE_OPERATION = 'deadline.operation';
+export const ATTR_DEADLINE_WIRE_SKEW_MS = 'deadline.wire_skew_ms';
+export const ATTR_DEADLINE_QUEUE_DWELL_MS = 'deadline.queue_dwell_ms';
+export const ATTR_DEADLINE_REMAINING_AT_END_MS = 'deadline.remaining_at_end_ms';
+export const ATTR_DEADLINE_EXCEEDED = 'deadline.exceeded';
+export const ATTR_DEADLINE_OUTCOME = 'deadline.outcome';
+export const ATTR_DEADLINE_ABORT_CODE = 'deadline.abort.code';
+export const ATTR_DEADLINE_ABORT_REASON = 'deadline.abort.reason';
+export const ATTR_DEADLINE_LATE = 'deadline.late';
+export const ATTR_DEADLINE_VIOLATION = 'deadline.violation';
+
+export type DeadlineOutcome = 'completed' | 'expired' | 'cancelled' | 'not_started' | 'unknown';
+export type DeadlineViolation = 'later_than_parent' | 'ended_after_parent' | 'ended_after_deadline' | 'started_after_expiry';
+
+export const METRIC_VIOLATIONS = 'deadline.violations';
+export const METRIC_ABORTS = 'deadline.aborts';
+export const METRIC_REMAINING = 'deadline.remaining';
+/** Attribute on the `deadline.remaining` histogram. */
+export const ATTR_SPAN_KIND = 'span.kind';
+
+export const HEADER_REMAINING_MS = 'x-deadline-remaining-ms';
+export const HEADER_AT_MS = 'x-deadline-at-ms';
+export const HEADER_BAGGAGE = 'baggage';
+export const HEADER_GRPC_TIMEOUT = 'grpc-timeout';
+export const HEADER_CONNECT_TIMEOUT_MS = 'connect-timeout-ms';
+export const HEADER_RUN_DEADLINE_MS = 'x-run-deadline-ms';
+export const BAGGAGE_DEADLINE_KEY = 'deadline.at_ms';

@@ -1,0 +1,26 @@
+import { context, propagation, type Context } from '@opentelemetry/api';
+import type { Deadline } from './deadline';
+import { BAGGAGE_DEADLINE_KEY } from './attributes';
+
+/**
+ * Registered with Symbol.for so that two copies of this package (CJS and ESM,
+ * or two versions) read and write the same context slot.
+ */
+const DEADLINE_KEY = Symbol.for('otel-deadline.context.deadline');
+
+/** The deadline active in `ctx` (the current OTel context by default). */
+export function getDeadline(ctx: Context = context.active()): Deadline | undefined {
+  return ctx.getValue(DEADLINE_KEY) as Deadline | undefined;
+}
+
+/**
+ * Returns a context carrying `deadline`. It also records the cutoff as the
+ * baggage entry `deadline.at_ms`, so a W3C baggage propagator composed after
+ * ours still sends it, and the user's own entries are kept.
+ */
+export function setDeadline(ctx: Context, deadline: Deadline): Context {
+  const atMs = String(Math.floor(deadline.expiresAtMs));
+  const current = propagation.getBaggage(ctx) ?? propagation.createBaggage();
+  const bag = current.setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });
+  return propagation.setBaggage(ctx.setValue(DEADLINE_KEY, deadline), bag);
+}

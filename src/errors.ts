@@ -1,0 +1,114 @@
+/**
+ * Typed deadline errors. Each carries a stable `code` and a brand registered
+ * with `Symbol.for`, so `instanceof` and `isDeadlineError` agree even when two
+ * copies of this package are loaded (one via `require`, one via `import`, or
+ * two versions in node_modules).
+ *
+ * None of these is called `AbortError`: OpenTelemetry instrumentations treat
+ * an AbortError as a deliberate cancel rather than a failure, and an expiry
+ * must count as a failure.
+ */
+
+const EXCEEDED_BRAND = Symbol.for('otel-deadline.error.DEADLINE_EXCEEDED');
+const INSUFFICIENT_BRAND = Symbol.for('otel-deadline.error.INSUFFICIENT_BUDGET');
+const CANCELLED_BRAND = Symbol.for('otel-deadline.error.CANCELLED');
+
+function hasBrand(value: unknown, brand: symbol): boolean {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[brand] === true;
+}
+
+function isoOrRaw(epochMs: number): string {
+  const date = new Date(epochMs);
+  return Number.isNaN(date.getTime()) ? String(epochMs) : date.toISOString();
+}
+
+export class DeadlineExceededError extends Error {
+  readonly code = 'DEADLINE_EXCEEDED' as const;
+  readonly operation: string;
+  readonly expiresAtMs: number;
+
+  constructor(operation: string, expiresAtMs: number, options?: { cause?: unknown }) {
+    super(`deadline of "${operation}" passed at ${isoOrRaw(expiresAtMs)}`, options);
+    this.name = 'DeadlineExceededError';
+    this.operation = operation;
+    this.expiresAtMs = expiresAtMs;
+    Object.defineProperty(this, EXCEEDED_BRAND, { value: true });
+  }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return hasBrand(value, EXCEEDED_BRAND);
+  }
+}
+
+export class InsufficientBudgetError extends Error {
+  readonly code = 'INSUFFICIENT_BUDGET' as const;
+  readonly operation: string;
+  readonly neededMs: number;
+  readonly remainingMs: number;
+
+  constructor(operation: string, neededMs: number, remainingMs: number, options?: { cause?: unknown }) {
+    super(
+      `"${operation}" needs ${Math.ceil(neededMs)} ms but only ${Math.floor(remainingMs)} ms of its deadline are usable`,
+      options,
+    );
+    this.name = 'InsufficientBudgetError';
+    this.operation = operation;
+    this.neededMs = neededMs;
+    this.remainingMs = remainingMs;
+    Object.defineProperty(this, INSUFFICIENT_BRAND, { value: true });
+  }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return hasBrand(value, INSUFFICIENT_BRAND);
+  }
+}
+
+export class DeadlineCancelledError extends Error {
+  readonly code = 'CANCELLED' as const;
+  readonly operation: string;
+
+  /** `cause` is the cancellation reason exactly as the canceller gave it. */
+  constructor(operation: string, cause: unknown) {
+    super(`"${operation}" was cancelled`, { cause });
+    this.name = 'DeadlineCancelledError';
+    this.operation = operation;
+    Object.defineProperty(this, CANCELLED_BRAND, { value: true });
+  }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return hasBrand(value, CANCELLED_BRAND);
+  }
+}
+
+/** True for DeadlineExceededError and InsufficientBudgetError (a budget problem, not a cancel). */
+export function isDeadlineError(err: unknown): err is DeadlineExceededError | InsufficientBudgetError {
+  return hasBrand(err, EXCEEDED_BRAND) || hasBrand(err, INSUFFICIENT_BRAND);
+}
+
+export type DeadlineErrorCode = 'DEADLINE_EXCEEDED' | 'INSUFFICIENT_BUDGET' | 'CANCELLED';
+
+/**
+ * The stable code of an abort reason: ours map to their `code`; anything else a
+ * caller aborted with counts as a cancellation.
+ */
+export function abortCodeOf(reason: unknown): DeadlineErrorCode {
+  if (hasBrand(reason, EXCEEDED_BRAND)) return 'DEADLINE_EXCEEDED';
+  if (hasBrand(reason, INSUFFICIENT_BRAND)) return 'INSUFFICIENT_BUDGET';
+  return 'CANCELLED';
+}
+
+/**
+ * A telemetry-safe description of an abort reason. Our own messages hold only
+ * operation names and timestamps; a foreign reason may carry anything, so only
+ * its type name (and a string `code`, if any) is kept.
+ */
+export function describeAbortReason(reason: unknown): string {
+  if (hasBrand(reason, EXCEEDED_BRAND) || hasBrand(reason, INSUFFICIENT_BRAND) || hasBrand(reason, CANCELLED_BRAND)) {
+    return (reason as Error).message;
+  }
+  if (reason instanceof Error) {
+    const code = (reason as { code?: unknown }).code;
+    return typeof code === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(code) ? `${reason.name} (${code})` : reason.name;
+  }
+  return reason === undefined ? 'aborted' : typeof reason;
+}

@@ -1,0 +1,167 @@
+import { SpanKind, trace, type Context, type MeterProvider } from '@opentelemetry/api';
+import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { getDeadline } from '../context';
+import { DeadlineNode, type Deadline } from '../deadline';
+import { abortCodeOf, describeAbortReason } from '../errors';
+import { checkDuration, monotonicNow } from '../time';
+import {
+  ATTR_DEADLINE_ABORT_CODE,
+  ATTR_DEADLINE_ABORT_REASON,
+  ATTR_DEADLINE_AT_MS,
+  ATTR_DEADLINE_BUDGET_MS,
+  ATTR_DEADLINE_EXCEEDED,
+  ATTR_DEADLINE_LATE,
+  ATTR_DEADLINE_OPERATION,
+  ATTR_DEADLINE_OUTCOME,
+  ATTR_DEADLINE_QUEUE_DWELL_MS,
+  ATTR_DEADLINE_REMAINING_AT_END_MS,
+  ATTR_DEADLINE_REMAINING_MS,
+  ATTR_DEADLINE_SOURCE,
+  ATTR_DEADLINE_VIOLATION,
+  ATTR_DEADLINE_WIRE_SKEW_MS,
+  ATTR_SPAN_KIND,
+  type DeadlineOutcome,
+  type DeadlineViolation,
+} from '../attributes';
+import { lazyInstruments, type DeadlineInstruments } from './metrics';
+
+export interface DeadlineSpanProcessorConfig {
+  /** Where the metrics go. Default: the global MeterProvider at first use (a no-op if none). */
+  meterProvider?: MeterProvider;
+  /**
+   * A span that ends within this many ms after its cutoff is not flagged
+   * `ended_after_deadline`: that is the time an enforced abort takes to unwind.
+   * Default 10.
+   */
+  lateGraceMs?: number;
+}
+
+interface SpanState {
+  deadline: Deadline;
+  parentSpan: { ended?: boolean } | undefined;
+  startViolations: DeadlineViolation[];
+}
+
+const KIND_NAMES: Record<number, string> = {
+  [SpanKind.INTERNAL]: 'internal',
+  [SpanKind.SERVER]: 'server',
+  [SpanKind.CLIENT]: 'client',
+  [SpanKind.PRODUCER]: 'producer',
+  [SpanKind.CONSUMER]: 'consumer',
+};
+
+/** Compares on the monotonic clock when both are ours, so equal cutoffs compare exactly. */
+function isLaterThan(deadline: Deadline, other: Deadline): boolean {
+  if (deadline instanceof DeadlineNode && other instanceof DeadlineNode) return deadline.cutoffMono > other.cutoffMono;
+  return deadline.expiresAtMs > other.expiresAtMs;
+}
+
+function outcomeOf(deadline: Deadline): DeadlineOutcome {
+  if (deadline.aborted) return abortCodeOf(deadline.abortReason) === 'CANCELLED' ? 'cancelled' : 'expired';
+  return deadline.expired ? 'expired' : 'completed';
+}
+
+/**
+ * Records, on every span started under a deadline, how much budget reached it
+ * and how it ended, and flags lateness so it can be found in a trace backend
+ * with `deadline.late=true`. Ids and timings only: never bodies or arguments.
+ *
+ * End attributes are written in `onEnding` (sdk-trace-base 2.x and later).
+ * On an SDK without `onEnding` only the start attributes reach the span; the
+ * metrics are still recorded from `onEnd`.
+ */
+export class DeadlineSpanProcessor implements SpanProcessor {
+  private readonly states = new WeakMap<object, SpanState>();
+  private readonly instruments: () => DeadlineInstruments;
+  private readonly lateGraceMs: number;
+
+  constructor(config: DeadlineSpanProcessorConfig = {}) {
+    this.instruments = lazyInstruments(config.meterProvider);
+    this.lateGraceMs = config.lateGraceMs === undefined ? 10 : checkDuration('lateGraceMs', config.lateGraceMs);
+  }
+
+  onStart(span: Span, parentContext: Context): void {
+    const deadline = getDeadline(parentContext);
+    if (deadline === undefined) return;
+    const remaining = deadline.remainingMs();
+    span.setAttributes({
+      [ATTR_DEADLINE_AT_MS]: Math.floor(deadline.expiresAtMs),
+      [ATTR_DEADLINE_REMAINING_MS]: Math.floor(remaining),
+      [ATTR_DEADLINE_BUDGET_MS]: Math.round(deadline.budgetMs),
+      [ATTR_DEADLINE_SOURCE]: deadline.source,
+      [ATTR_DEADLINE_OPERATION]: deadline.operation,
+    });
+    if (deadline.wireSkewMs !== undefined) span.setAttribute(ATTR_DEADLINE_WIRE_SKEW_MS, deadline.wireSkewMs);
+    if (deadline.queueDwellMs !== undefined) span.setAttribute(ATTR_DEADLINE_QUEUE_DWELL_MS, deadline.queueDwellMs);
+
+    const startViolations: DeadlineViolation[] = [];
+    const parentSpan = trace.getSpan(parentContext) as unknown as object | undefined;
+    const parentState = parentSpan === undefined ? undefined : this.states.get(parentSpan);
+    if (parentState !== undefined && isLaterThan(deadline, parentState.deadline)) startViolations.push('later_than_parent');
+    if (remaining <= 0) startViolations.push('started_after_expiry');
+
+    this.states.set(span, { deadline, parentSpan: parentState === undefined ? undefined : parentSpan, startViolations });
+    this.instruments().remaining.record(remaining, { [ATTR_SPAN_KIND]: KIND_NAMES[span.kind] ?? 'internal' });
+  }
+
+  onEnding(span: Span): void {
+    const state = this.states.get(span);
+    if (state === undefined) return;
+    this.states.delete(span);
+    const { deadline } = state;
+    const attributes = span.attributes;
+    const preset = attributes[ATTR_DEADLINE_OUTCOME] as DeadlineOutcome | undefined;
+    const outcome = preset ?? outcomeOf(deadline);
+    span.setAttribute(ATTR_DEADLINE_REMAINING_AT_END_MS, Math.floor(deadline.remainingMs()));
+    span.setAttribute(ATTR_DEADLINE_EXCEEDED, deadline.expired);
+    if (preset === undefined) span.setAttribute(ATTR_DEADLINE_OUTCOME, outcome);
+
+    if (deadline.aborted && attributes[ATTR_DEADLINE_ABORT_CODE] === undefined) {
+      span.setAttribute(ATTR_DEADLINE_ABORT_CODE, abortCodeOf(deadline.abortReason));
+      span.setAttribute(ATTR_DEADLINE_ABORT_REASON, describeAbortReason(deadline.abortReason));
+    }
+    const abortCode = span.attributes[ATTR_DEADLINE_ABORT_CODE];
+    if (typeof abortCode === 'string') this.instruments().aborts.add(1, { [ATTR_DEADLINE_ABORT_CODE]: abortCode });
+
+    const violations = this.violationsAtEnd(state, outcome);
+    if (violations.length > 0) {
+      span.setAttribute(ATTR_DEADLINE_LATE, true);
+      span.setAttribute(ATTR_DEADLINE_VIOLATION, violations.join(','));
+      const counter = this.instruments().violations;
+      for (const violation of violations) counter.add(1, { [ATTR_DEADLINE_VIOLATION]: violation });
+    }
+  }
+
+  onEnd(span: ReadableSpan): void {
+    // Only reached with state left when the SDK has no onEnding: count what we can.
+    const state = this.states.get(span);
+    if (state === undefined) return;
+    this.states.delete(span);
+    const counter = this.instruments().violations;
+    for (const violation of state.startViolations) counter.add(1, { [ATTR_DEADLINE_VIOLATION]: violation });
+  }
+
+  forceFlush(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  shutdown(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  private violationsAtEnd(state: SpanState, outcome: DeadlineOutcome): DeadlineViolation[] {
+    // Work that was refused never ran, so it cannot have run late.
+    const ran = outcome !== 'not_started';
+    const violations = state.startViolations.filter((v) => ran || v === 'later_than_parent');
+    if (state.parentSpan?.ended === true) violations.push('ended_after_parent');
+    const overrun = -remainingSigned(state.deadline);
+    if (ran && overrun > this.lateGraceMs) violations.push('ended_after_deadline');
+    return violations;
+  }
+}
+
+/** Milliseconds to the cutoff, negative once it has passed. */
+function remainingSigned(deadline: Deadline): number {
+  if (deadline instanceof DeadlineNode) return deadline.cutoffMono - monotonicNow();
+  return deadline.expiresAtMs - Date.now();
+}

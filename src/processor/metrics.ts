@@ -1,0 +1,39 @@
+import { metrics, type Counter, type Histogram, type MeterProvider } from '@opentelemetry/api';
+import { METRIC_ABORTS, METRIC_REMAINING, METRIC_VIOLATIONS } from '../attributes';
+
+export interface DeadlineInstruments {
+  violations: Counter;
+  aborts: Counter;
+  remaining: Histogram;
+}
+
+/** Remaining-budget buckets in ms: fine near zero, where admission decisions are made. */
+const REMAINING_BUCKETS_MS = [0, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000];
+
+/**
+ * Instruments are created on first use, from the configured provider or the
+ * global one at that moment, so a MeterProvider registered after the span
+ * processor still receives the data. Without one, the API's no-op is used.
+ */
+export function lazyInstruments(meterProvider: MeterProvider | undefined): () => DeadlineInstruments {
+  let instruments: DeadlineInstruments | undefined;
+  return () => {
+    if (instruments === undefined) {
+      const meter = (meterProvider ?? metrics.getMeterProvider()).getMeter('otel-deadline');
+      instruments = {
+        violations: meter.createCounter(METRIC_VIOLATIONS, {
+          description: 'Spans that broke a deadline invariant, by violation kind',
+        }),
+        aborts: meter.createCounter(METRIC_ABORTS, {
+          description: 'Spans whose deadline was aborted before they ended, by abort code',
+        }),
+        remaining: meter.createHistogram(METRIC_REMAINING, {
+          description: 'Deadline budget left when a span started',
+          unit: 'ms',
+          advice: { explicitBucketBoundaries: REMAINING_BUCKETS_MS },
+        }),
+      };
+    }
+    return instruments;
+  };
+}

@@ -1,0 +1,167 @@
+import {
+  propagation,
+  type Context,
+  type TextMapGetter,
+  type TextMapPropagator,
+  type TextMapSetter,
+} from '@opentelemetry/api';
+import { isTracingSuppressed, W3CBaggagePropagator } from '@opentelemetry/core';
+import { getDeadline, setDeadline } from '../context';
+import { DeadlineNode } from '../deadline';
+import { checkDuration, minCutoff, monotonicNow } from '../time';
+import {
+  BAGGAGE_DEADLINE_KEY,
+  HEADER_AT_MS,
+  HEADER_BAGGAGE,
+  HEADER_CONNECT_TIMEOUT_MS,
+  HEADER_GRPC_TIMEOUT,
+  HEADER_REMAINING_MS,
+  HEADER_RUN_DEADLINE_MS,
+} from '../attributes';
+import { smallestBaggageMs, smallestGrpcTimeout, smallestIntegerMs, type HeaderValue } from './parse';
+
+/**
+ * Which incoming values to believe.
+ * - `min` (default): every source counts and the earliest cutoff wins. It never
+ *   extends a budget and it counts queue dwell.
+ * - `relative`: only remaining-time values (immune to the sender's clock skew).
+ * - `absolute`: only epoch cutoffs (counts time spent in queues and proxies).
+ */
+export type ClockPolicy = 'min' | 'relative' | 'absolute';
+
+export interface DeadlinePropagatorConfig {
+  clock?: ClockPolicy;
+  /** Caps what a caller can ask for, in ms. Default: no cap. */
+  maxIncomingMs?: number;
+  /** `operation` of the deadlines extract builds. Default `remote`. */
+  operation?: string;
+}
+
+/** What extract found on the wire, before it is turned into a Deadline. */
+export interface IncomingDeadline {
+  remainingMs: number;
+  expiresAtMs: number;
+  wireSkewMs: number | undefined;
+}
+
+const CLOCK_POLICIES: readonly ClockPolicy[] = ['min', 'relative', 'absolute'];
+
+function first(getter: TextMapGetter, carrier: unknown, key: string): HeaderValue {
+  const value = getter.get(carrier, key) as unknown;
+  return typeof value === 'string' || Array.isArray(value) ? (value as HeaderValue) : undefined;
+}
+
+function minDefined(...values: (number | undefined)[]): number | undefined {
+  let best: number | undefined;
+  for (const value of values) if (value !== undefined && (best === undefined || value < best)) best = value;
+  return best;
+}
+
+/**
+ * Carries the active deadline on the wire and rebuilds it on the other side.
+ *
+ * inject writes `x-deadline-remaining-ms` (authoritative across skewed clocks),
+ * `x-deadline-at-ms` and the baggage entry `deadline.at_ms`. extract accepts
+ * those plus `grpc-timeout`, `connect-timeout-ms` and `x-run-deadline-ms`.
+ * Neither ever throws.
+ */
+export class DeadlinePropagator implements TextMapPropagator {
+  private readonly clock: ClockPolicy;
+  private readonly maxIncomingMs: number;
+  private readonly operation: string;
+  private readonly baggageCodec = new W3CBaggagePropagator();
+
+  constructor(config: DeadlinePropagatorConfig = {}) {
+    const clock = config.clock ?? 'min';
+    if (!CLOCK_POLICIES.includes(clock)) {
+      throw new TypeError(`clock must be one of ${CLOCK_POLICIES.join(', ')}, got ${String(clock)}`);
+    }
+    this.clock = clock;
+    this.maxIncomingMs =
+      config.maxIncomingMs === undefined ? Infinity : checkDuration('maxIncomingMs', config.maxIncomingMs);
+    this.operation = config.operation ?? 'remote';
+  }
+
+  inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void {
+    try {
+      if (isTracingSuppressed(ctx)) return;
+      const deadline = getDeadline(ctx);
+      if (deadline === undefined) return;
+      const atMs = String(Math.floor(deadline.expiresAtMs));
+      setter.set(carrier, HEADER_REMAINING_MS, String(Math.floor(deadline.remainingMs())));
+      setter.set(carrier, HEADER_AT_MS, atMs);
+      // Serialize through OTel's own baggage codec so the user's entries keep their encoding.
+      const bag = (propagation.getBaggage(ctx) ?? propagation.createBaggage()).setEntry(BAGGAGE_DEADLINE_KEY, {
+        value: atMs,
+      });
+      this.baggageCodec.inject(propagation.setBaggage(ctx, bag), carrier, setter);
+    } catch {
+      // A propagator must never break the request it rides on.
+    }
+  }
+
+  extract(ctx: Context, carrier: unknown, getter: TextMapGetter): Context {
+    try {
+      const incoming = this.read(carrier, getter);
+      if (incoming === undefined) return ctx;
+      const nowMono = monotonicNow();
+      const cutoffMono = nowMono + incoming.remainingMs;
+      const active = getDeadline(ctx);
+      let parent = undefined;
+      if (active !== undefined) {
+        const activeCutoff = active instanceof DeadlineNode ? active.cutoffMono : nowMono + active.remainingMs();
+        // Never extend a deadline that is already active here.
+        if (minCutoff(cutoffMono, activeCutoff) === activeCutoff) return ctx;
+        parent = active;
+      }
+      const deadline = new DeadlineNode({
+        operation: this.operation,
+        cutoffMono,
+        expiresAtMs: incoming.expiresAtMs,
+        source: 'remote',
+        budgetMs: incoming.remainingMs,
+        parent,
+        wireSkewMs: incoming.wireSkewMs,
+      });
+      return setDeadline(ctx, deadline);
+    } catch {
+      return ctx;
+    }
+  }
+
+  /** Reads and combines the wire values; `undefined` when none is usable. Never throws. */
+  read(carrier: unknown, getter: TextMapGetter): IncomingDeadline | undefined {
+    const relative = minDefined(
+      smallestIntegerMs(first(getter, carrier, HEADER_REMAINING_MS)),
+      smallestGrpcTimeout(first(getter, carrier, HEADER_GRPC_TIMEOUT)),
+      smallestIntegerMs(first(getter, carrier, HEADER_CONNECT_TIMEOUT_MS)),
+      smallestIntegerMs(first(getter, carrier, HEADER_RUN_DEADLINE_MS)),
+    );
+    const absolute = minDefined(
+      smallestIntegerMs(first(getter, carrier, HEADER_AT_MS)),
+      smallestBaggageMs(first(getter, carrier, HEADER_BAGGAGE), BAGGAGE_DEADLINE_KEY),
+    );
+    const nowEpoch = Date.now();
+    const fromAbsolute = absolute === undefined ? undefined : Math.max(0, absolute - nowEpoch);
+    let remaining: number | undefined;
+    if (this.clock === 'relative') remaining = relative;
+    else if (this.clock === 'absolute') remaining = fromAbsolute;
+    else remaining = minDefined(relative, fromAbsolute);
+    if (remaining === undefined) return undefined;
+    if (remaining > this.maxIncomingMs) remaining = this.maxIncomingMs;
+    const wireSkewMs =
+      relative !== undefined && absolute !== undefined ? Math.round(absolute - (nowEpoch + relative)) : undefined;
+    return { remainingMs: remaining, expiresAtMs: nowEpoch + remaining, wireSkewMs };
+  }
+
+  fields(): string[] {
+    return [
+      HEADER_REMAINING_MS,
+      HEADER_AT_MS,
+      HEADER_BAGGAGE,
+      HEADER_GRPC_TIMEOUT,
+      HEADER_CONNECT_TIMEOUT_MS,
+      HEADER_RUN_DEADLINE_MS,
+    ];
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * Parsers for incoming deadline header values. They never throw: every
+ * function returns a finite, non-negative number or `undefined`. Values are
+ * length-checked before any regex runs, and the regexes are anchored with
+ * bounded repetition, so a hostile 1 MiB value costs one length check.
+ */
+
+/** Longer header values are ignored outright. Enough for a few dozen comma-joined values. */
+export const MAX_HEADER_VALUE_LENGTH = 1024;
+/** W3C baggage allows 8192 bytes in total. */
+export const MAX_BAGGAGE_LENGTH = 8192;
+const MAX_LIST_ITEMS = 32;
+
+const INTEGER_MS = /^[0-9]{1,15}$/;
+const GRPC_TIMEOUT = /^([0-9]{1,8})([HMSmun])$/;
+const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
+
+export type HeaderValue = string | string[] | undefined;
+
+/**
+ * Splits a possibly multi-valued header (array, or comma-joined by a proxy)
+ * into trimmed items, bounded in length and count.
+ */
+function items(raw: HeaderValue): string[] {
+  if (raw === undefined) return [];
+  const values = Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
+  const out: string[] = [];
+  for (const value of values) {
+    if (typeof value !== 'string' || value.length > MAX_HEADER_VALUE_LENGTH) continue;
+    for (const part of value.split(',', MAX_LIST_ITEMS)) {
+      const trimmed = part.trim();
+      if (trimmed.length > 0) out.push(trimmed);
+    }
+  }
+  return out;
+}
+
+/** The smallest valid value wins: that can only shorten a budget, never extend it. */
+function smallest(raw: HeaderValue, parseOne: (item: string) => number | undefined): number | undefined {
+  let best: number | undefined;
+  for (const item of items(raw)) {
+    const value = parseOne(item);
+    if (value !== undefined && (best === undefined || value < best)) best = value;
+  }
+  return best;
+}
+
+export function parseIntegerMs(item: string): number | undefined {
+  if (!INTEGER_MS.test(item)) return undefined;
+  const value = Number(item);
+  return Number.isSafeInteger(value) ? value : undefined;
+}
+
+/** gRPC's `grpc-timeout`: up to 8 digits and a unit (H, M, S, m, u, n). */
+export function parseGrpcTimeout(item: string): number | undefined {
+  const match = GRPC_TIMEOUT.exec(item);
+  if (match === null) return undefined;
+  return Number(match[1]) * GRPC_UNIT_MS[match[2]];
+}
+
+export function smallestIntegerMs(raw: HeaderValue): number | undefined {
+  return smallest(raw, parseIntegerMs);
+}
+
+export function smallestGrpcTimeout(raw: HeaderValue): number | undefined {
+  return smallest(raw, parseGrpcTimeout);
+}
+
+/** Reads `key=value` members of a W3C baggage header; the smallest valid value of `key` wins. */
+export function smallestBaggageMs(raw: HeaderValue, key: string): number | undefined {
+  if (raw === undefined) return undefined;
+  const values = Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
+  let best: number | undefined;
+  for (const value of values) {
+    if (typeof value !== 'string' || value.length > MAX_BAGGAGE_LENGTH) continue;
+    for (const member of value.split(',', 180)) {
+      const eq = member.indexOf('=');
+      if (eq < 0 || member.slice(0, eq).trim() !== key) continue;
+      // Baggage members may carry `;property` metadata after the value.
+      const parsed = parseIntegerMs(member.slice(eq + 1).split(';', 1)[0].trim());
+      if (parsed !== undefined && (best === undefined || parsed < best)) best = parsed;
+    }
+  }
+  return best;
+}

@@ -1,0 +1,54 @@
+/**
+ * Pure deadline arithmetic: no timers, no I/O. A deadline is held as a point on
+ * the monotonic clock (`performance.now()` milliseconds) so that wall-clock
+ * jumps can neither stretch nor shrink a budget; the wall-clock epoch value is
+ * derived once, for the wire and for logs.
+ */
+
+/** setTimeout's ceiling. Node fires larger delays after ~1 ms, so never pass one through. */
+export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+
+export function monotonicNow(): number {
+  return performance.now();
+}
+
+/** The earlier of two cutoffs; a child is always the min of its own and its parent's. */
+export function minCutoff(a: number, b: number): number {
+  return a < b ? a : b;
+}
+
+export function remainingUntil(cutoffMono: number, nowMono: number = monotonicNow()): number {
+  const left = cutoffMono - nowMono;
+  return left > 0 ? left : 0;
+}
+
+/** A timer delay that is safe to hand to setTimeout; longer waits are re-armed in steps. */
+export function safeTimerDelay(remainingMs: number): number {
+  if (remainingMs <= 0) return 0;
+  return remainingMs > MAX_TIMER_DELAY_MS ? MAX_TIMER_DELAY_MS : Math.ceil(remainingMs);
+}
+
+/** Converts an epoch-ms wall-clock instant to a monotonic cutoff, as seen now. */
+export function epochToMonotonic(epochMs: number, nowEpoch: number = Date.now(), nowMono: number = monotonicNow()): number {
+  return nowMono + (epochMs - nowEpoch);
+}
+
+export function checkDuration(name: string, value: unknown): number {
+  if (typeof value !== 'number') {
+    throw new TypeError(`${name} must be a number, got ${value === null ? 'null' : typeof value}`);
+  }
+  if (Number.isNaN(value)) throw new RangeError(`${name} must not be NaN`);
+  if (!Number.isFinite(value)) throw new RangeError(`${name} must be finite, got ${value}`);
+  if (value < 0) throw new RangeError(`${name} must not be negative, got ${value}`);
+  return value;
+}
+
+export function checkEpoch(name: string, value: unknown): number {
+  if (typeof value !== 'number') {
+    throw new TypeError(`${name} must be a number of epoch milliseconds, got ${value === null ? 'null' : typeof value}`);
+  }
+  if (Number.isNaN(value)) throw new RangeError(`${name} must not be NaN`);
+  if (!Number.isFinite(value)) throw new RangeError(`${name} must be finite, got ${value}`);
+  if (value < 0) throw new RangeError(`${name} must not be negative, got ${value}`);
+  return value;
+}

@@ -1,0 +1,344 @@
+import { getEventListeners } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import {
+  DeadlineCancelledError,
+  DeadlineExceededError,
+  InsufficientBudgetError,
+  openDeadline,
+  type ManagedDeadline,
+} from '../src';
+import { aborted, sleep } from './helpers/otel';
+
+/**
+ * Counts live timers by wrapping the globals (unref'd timers do not show in
+ * process.getActiveResourcesInfo()). A timer is live until it fires or is cleared.
+ */
+function trackTimers(): { live(): number; restore(): void } {
+  const realSet = globalThis.setTimeout;
+  const realClear = globalThis.clearTimeout;
+  const live = new Set<unknown>();
+  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+    const handle: ReturnType<typeof setTimeout> = realSet(() => {
+      live.delete(handle);
+      fn();
+    }, ms);
+    live.add(handle);
+    return handle;
+  }) as typeof setTimeout;
+  globalThis.clearTimeout = ((handle: ReturnType<typeof setTimeout>) => {
+    live.delete(handle);
+    realClear(handle);
+  }) as typeof clearTimeout;
+  return {
+    live: () => live.size,
+    restore() {
+      globalThis.setTimeout = realSet;
+      globalThis.clearTimeout = realClear;
+    },
+  };
+}
+
+function disposeAll(...deadlines: ManagedDeadline[]): void {
+  for (const d of deadlines) d.dispose();
+}
+
+describe('clamping (invariant 1)', () => {
+  it('clamps a child that asks for more to the parent cutoff, three levels deep', () => {
+    const root = openDeadline({ operation: 'agent.run', timeoutMs: 5_000, parent: null });
+    const child = root.child('catalog.search', 30_000);
+    const grandchild = child.child('catalog.rank', 60_000);
+    const great = grandchild.child('catalog.score', 120_000);
+    expect(child.expiresAtMs).toBe(root.expiresAtMs);
+    expect(grandchild.expiresAtMs).toBe(root.expiresAtMs);
+    expect(great.expiresAtMs).toBe(root.expiresAtMs);
+    const rootLeft = root.remainingMs();
+    expect(great.remainingMs()).toBeLessThanOrEqual(rootLeft);
+    disposeAll(great, grandchild, child, root);
+  });
+
+  it('keeps a child own earlier cutoff, and its descendants cannot go past it', () => {
+    const root = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+    const child = root.child('short', 100);
+    const grandchild = child.child('long', 10_000);
+    expect(child.expiresAtMs).toBeLessThan(root.expiresAtMs);
+    expect(grandchild.expiresAtMs).toBe(child.expiresAtMs);
+    expect(child.remainingMs()).toBeLessThanOrEqual(100);
+    disposeAll(grandchild, child, root);
+  });
+
+  it('clamps an expiresAtMs child the same way', () => {
+    const root = openDeadline({ operation: 'root', timeoutMs: 1_000, parent: null });
+    const later = openDeadline({ operation: 'later', expiresAtMs: Date.now() + 60_000, parent: root });
+    expect(later.expiresAtMs).toBe(root.expiresAtMs);
+    disposeAll(later, root);
+  });
+
+  it('keeps the root budget on every descendant and reports usable time after a reserve', () => {
+    const root = openDeadline({ operation: 'root', timeoutMs: 2_000, parent: null });
+    const child = root.child('c', 500);
+    expect(root.budgetMs).toBe(2_000);
+    expect(child.budgetMs).toBe(2_000);
+    expect(child.usableMs(300)).toBeLessThanOrEqual(200);
+    expect(child.usableMs(10_000)).toBe(0);
+    expect(root.source).toBe('local');
+    disposeAll(child, root);
+  });
+});
+
+describe('cancellation flows down (invariant 2)', () => {
+  it('reaches an armed descendant with the caller reason object', async () => {
+    const caller = new AbortController();
+    const reason = new Error('caller disconnected');
+    const root = openDeadline({ operation: 'agent.run', timeoutMs: 10_000, parent: null, signal: caller.signal });
+    const child = root.child('orders.lookup', 10_000);
+    const grandchild = child.child('orders.db', 10_000);
+    const seen = aborted(grandchild.signal);
+    caller.abort(reason);
+    expect(await seen).toBe(reason);
+    expect(root.signal.reason).toBe(reason);
+    expect(child.signal.reason).toBe(reason);
+    expect(grandchild.abortReason).toBe(reason);
+    disposeAll(grandchild, child, root);
+  });
+
+  it('reaches a descendant that never asked for its signal (lazy state)', () => {
+    const caller = new AbortController();
+    const root = openDeadline({ operation: 'root', timeoutMs: 10_000, parent: null, signal: caller.signal });
+    const child = root.child('c', 10_000);
+    const reason = { why: 'not an Error' };
+    caller.abort(reason);
+    expect(child.aborted).toBe(true);
+    expect(child.abortReason).toBe(reason);
+    expect(() => child.throwIfAborted()).toThrow();
+    expect(child.signal.aborted).toBe(true);
+    expect(child.signal.reason).toBe(reason);
+    disposeAll(child, root);
+  });
+
+  it('aborts every descendant at the root cutoff with one DeadlineExceededError', async () => {
+    const root = openDeadline({ operation: 'root', timeoutMs: 40, parent: null });
+    const child = root.child('c', 10_000);
+    const grandchild = child.child('g', 10_000);
+    const reason = await aborted(grandchild.signal);
+    expect(reason).toBeInstanceOf(DeadlineExceededError);
+    expect((reason as DeadlineExceededError).operation).toBe('root');
+    expect((reason as DeadlineExceededError).code).toBe('DEADLINE_EXCEEDED');
+    expect(child.signal.reason).toBe(reason);
+    expect(root.signal.reason).toBe(reason);
+    disposeAll(grandchild, child, root);
+  });
+
+  it('still reaches a running grandchild after its own parent was disposed', async () => {
+    const caller = new AbortController();
+    const root = openDeadline({ operation: 'root', timeoutMs: 10_000, parent: null, signal: caller.signal });
+    const child = root.child('c', 10_000);
+    const grandchild = child.child('g', 10_000);
+    const seen = aborted(grandchild.signal);
+    child.dispose();
+    caller.abort('gone');
+    expect(await seen).toBe('gone');
+    disposeAll(grandchild, root);
+  });
+});
+
+describe('isolation (invariant 3)', () => {
+  it('a child own cutoff aborts that child and its descendants, never its parent or a sibling', async () => {
+    const root = openDeadline({ operation: 'agent.run', timeoutMs: 5_000, parent: null });
+    const shortChild = root.child('profile.read', 25);
+    const underShort = shortChild.child('profile.db', 1_000);
+    const sibling = root.child('policy.read', 2_000);
+    const siblingSignal = sibling.signal;
+    const rootSignal = root.signal;
+    const reason = await aborted(underShort.signal);
+    expect(reason).toBeInstanceOf(DeadlineExceededError);
+    expect((reason as DeadlineExceededError).operation).toBe('profile.read');
+    expect(shortChild.signal.reason).toBe(reason);
+    expect(siblingSignal.aborted).toBe(false);
+    expect(rootSignal.aborted).toBe(false);
+    expect(sibling.aborted).toBe(false);
+    expect(root.aborted).toBe(false);
+    disposeAll(underShort, shortChild, sibling, root);
+  });
+
+  it('isolates siblings in a fan-out of many short children', async () => {
+    const root = openDeadline({ operation: 'fanout', timeoutMs: 5_000, parent: null });
+    const children = Array.from({ length: 20 }, (_, i) => root.child(`branch.${i}`, i % 2 === 0 ? 20 : 3_000));
+    await Promise.all(children.filter((_, i) => i % 2 === 0).map((c) => aborted(c.signal)));
+    children.forEach((c, i) => expect(c.signal.aborted).toBe(i % 2 === 0));
+    expect(root.signal.aborted).toBe(false);
+    disposeAll(...children, root);
+  });
+});
+
+describe('refusal before work starts (invariant 4)', () => {
+  it('throws DeadlineExceededError when the parent has expired', async () => {
+    const root = openDeadline({ operation: 'root', timeoutMs: 5, parent: null });
+    await sleep(15);
+    expect(() => root.child('late', 1_000)).toThrow(DeadlineExceededError);
+    try {
+      root.child('late', 1_000);
+    } catch (err) {
+      expect((err as DeadlineExceededError).operation).toBe('late');
+      expect((err as DeadlineExceededError).expiresAtMs).toBe(root.expiresAtMs);
+    }
+    root.dispose();
+  });
+
+  it('throws DeadlineCancelledError with the cause when the parent was cancelled', () => {
+    const caller = new AbortController();
+    const root = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null, signal: caller.signal });
+    caller.abort('bye');
+    const err = (() => {
+      try {
+        root.child('c', 100);
+      } catch (e) {
+        return e;
+      }
+    })() as DeadlineCancelledError;
+    expect(err).toBeInstanceOf(DeadlineCancelledError);
+    expect(err.code).toBe('CANCELLED');
+    expect(err.cause).toBe('bye');
+    root.dispose();
+  });
+
+  it('throws InsufficientBudgetError when minUsefulMs (plus reserve) does not fit', () => {
+    const root = openDeadline({ operation: 'root', timeoutMs: 200, parent: null });
+    let err: unknown;
+    try {
+      openDeadline({ operation: 'enrich', timeoutMs: 1_000, parent: root, minUsefulMs: 150, reserveMs: 100 });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(InsufficientBudgetError);
+    const budget = err as InsufficientBudgetError;
+    expect(budget.code).toBe('INSUFFICIENT_BUDGET');
+    expect(budget.operation).toBe('enrich');
+    expect(budget.neededMs).toBe(250);
+    expect(budget.remainingMs).toBeGreaterThan(150);
+    expect(budget.remainingMs).toBeLessThanOrEqual(200);
+    const fits = openDeadline({ operation: 'fits', timeoutMs: 1_000, parent: root, minUsefulMs: 50 });
+    disposeAll(fits, root);
+  });
+
+  it('throws DeadlineExceededError for an already-passed absolute cutoff, or a zero budget', () => {
+    expect(() => openDeadline({ operation: 'x', expiresAtMs: Date.now() - 1, parent: null })).toThrow(
+      DeadlineExceededError,
+    );
+    expect(() => openDeadline({ operation: 'x', timeoutMs: 0, parent: null })).toThrow(DeadlineExceededError);
+  });
+
+  it('throws DeadlineCancelledError when the extra signal is already aborted', () => {
+    const signal = AbortSignal.abort('already');
+    expect(() => openDeadline({ operation: 'x', timeoutMs: 10, parent: null, signal })).toThrow(DeadlineCancelledError);
+  });
+});
+
+describe('bad arguments (invariant 5)', () => {
+  const now = Date.now();
+  const cases: [string, unknown, RegExp, typeof TypeError | typeof RangeError][] = [
+    ['NaN timeout', { operation: 'op', timeoutMs: NaN }, /timeoutMs must not be NaN/, RangeError],
+    ['negative timeout', { operation: 'op', timeoutMs: -1 }, /timeoutMs must not be negative/, RangeError],
+    ['infinite timeout', { operation: 'op', timeoutMs: Infinity }, /timeoutMs must be finite/, RangeError],
+    ['string timeout', { operation: 'op', timeoutMs: '5' }, /timeoutMs must be a number/, TypeError],
+    ['NaN expiry', { operation: 'op', expiresAtMs: NaN }, /expiresAtMs must not be NaN/, RangeError],
+    ['negative expiry', { operation: 'op', expiresAtMs: -5 }, /expiresAtMs must not be negative/, RangeError],
+    ['infinite expiry', { operation: 'op', expiresAtMs: -Infinity }, /expiresAtMs must be finite/, RangeError],
+    ['both', { operation: 'op', timeoutMs: 5, expiresAtMs: now }, /exactly one of timeoutMs and expiresAtMs \(got both\)/, TypeError],
+    ['neither', { operation: 'op' }, /exactly one of timeoutMs and expiresAtMs \(got neither\)/, TypeError],
+    ['no operation', { timeoutMs: 5 }, /operation must be a non-empty string/, TypeError],
+    ['empty operation', { operation: '', timeoutMs: 5 }, /operation/, TypeError],
+    ['NaN minUsefulMs', { operation: 'op', timeoutMs: 5, minUsefulMs: NaN }, /minUsefulMs must not be NaN/, RangeError],
+    ['negative reserve', { operation: 'op', timeoutMs: 5, reserveMs: -1 }, /reserveMs must not be negative/, RangeError],
+    ['bad signal', { operation: 'op', timeoutMs: 5, signal: {} }, /signal must be an AbortSignal/, TypeError],
+    ['bad parent', { operation: 'op', timeoutMs: 5, parent: { expiresAtMs: 'x' } }, /parent must be a Deadline/, TypeError],
+  ];
+  it.each(cases)('%s', (_name, options, message, type) => {
+    expect(() => openDeadline({ parent: null, ...(options as object) } as never)).toThrow(type);
+    expect(() => openDeadline({ parent: null, ...(options as object) } as never)).toThrow(message);
+  });
+
+  it('rejects a non-object', () => {
+    expect(() => openDeadline(undefined as never)).toThrow(TypeError);
+  });
+
+  it('rejects a bad child timeout', () => {
+    const root = openDeadline({ operation: 'root', timeoutMs: 1_000, parent: null });
+    expect(() => root.child('c', NaN)).toThrow(/timeoutMs must not be NaN/);
+    expect(() => root.usableMs(-1)).toThrow(RangeError);
+    root.dispose();
+  });
+});
+
+describe('timers and listeners', () => {
+  it('creates no timer until the signal is asked for, and clears it on dispose', () => {
+    const timers = trackTimers();
+    try {
+      const root = openDeadline({ operation: 'root', timeoutMs: 60_000, parent: null });
+      const child = root.child('c', 30_000);
+      expect(timers.live()).toBe(0);
+      void child.signal;
+      expect(timers.live()).toBe(2); // the child and the ancestor it registers with
+      child.dispose();
+      expect(timers.live()).toBe(1);
+      root.dispose();
+      expect(timers.live()).toBe(0);
+    } finally {
+      timers.restore();
+    }
+  });
+
+  it('removes its listener from the extra signal on dispose', () => {
+    const caller = new AbortController();
+    const root = openDeadline({ operation: 'root', timeoutMs: 60_000, parent: null, signal: caller.signal });
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
+    void root.signal;
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(1);
+    root.dispose();
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('leaves the parent holding nothing for disposed children', () => {
+    const root = openDeadline({ operation: 'root', timeoutMs: 60_000, parent: null });
+    void root.signal;
+    for (let i = 0; i < 1_000; i++) {
+      const child = root.child('c', 1_000);
+      void child.signal;
+      child.dispose();
+    }
+    expect((root as unknown as { armedChildren?: Set<unknown> }).armedChildren?.size ?? 0).toBe(0);
+    root.dispose();
+  });
+
+  it('does not fire early for delays above 2^31-1 ms', async () => {
+    const far = openDeadline({ operation: 'far', timeoutMs: 2 ** 31 + 5_000, parent: null });
+    const signal = far.signal;
+    await sleep(30);
+    expect(signal.aborted).toBe(false);
+    expect(far.remainingMs()).toBeGreaterThan(2 ** 31);
+    far.dispose();
+  });
+
+  it('keeps an aborted signal aborted and never fires a disposed one', async () => {
+    const d = openDeadline({ operation: 'd', timeoutMs: 20, parent: null });
+    const signal = d.signal;
+    d.dispose();
+    await sleep(40);
+    expect(signal.aborted).toBe(false);
+    expect(d.expired).toBe(true);
+  });
+
+  it('sees the cutoff on the clock even when the event loop is blocked', () => {
+    const d = openDeadline({ operation: 'd', timeoutMs: 20, parent: null });
+    const signal = d.signal;
+    const until = performance.now() + 30;
+    while (performance.now() < until) {
+      // block the loop: no timer can run
+    }
+    expect(d.expired).toBe(true);
+    expect(d.remainingMs()).toBe(0);
+    expect(() => d.throwIfAborted()).toThrow(DeadlineExceededError);
+    // Checking the clock aborted the signal synchronously, without waiting for the timer.
+    expect(signal.aborted).toBe(true);
+    d.dispose();
+  });
+});
