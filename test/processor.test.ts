@@ -1,0 +1,176 @@
+import { context, defaultTextMapGetter, propagation, SpanKind, trace } from '@opentelemetry/api';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { openDeadline, setDeadline, withDeadline } from '../src';
+import { aborted, installOtel, sleep, type TestOtel } from './helpers/otel';
+
+let otel: TestOtel;
+beforeAll(() => {
+  otel = installOtel();
+});
+afterAll(() => otel.shutdown());
+beforeEach(() => otel.exporter.reset());
+
+const tracer = () => trace.getTracer('processor-test');
+
+describe('attributes at start', () => {
+  it('records the cutoff, remaining, budget, source and operation of a local deadline', async () => {
+    const before = Date.now();
+    await withDeadline({ operation: 'agent.run', timeoutMs: 1_000, parent: null }, () => sleep(1));
+    const a = otel.span('agent.run').attributes;
+    expect(a['deadline.at_ms']).toBeGreaterThanOrEqual(before + 1_000);
+    expect(a['deadline.at_ms']).toBeLessThanOrEqual(Date.now() + 1_000);
+    expect(Number.isInteger(a['deadline.at_ms'])).toBe(true);
+    expect(a['deadline.remaining_ms']).toBeLessThanOrEqual(1_000);
+    expect(a['deadline.remaining_ms']).toBeGreaterThan(900);
+    expect(Number.isInteger(a['deadline.remaining_ms'])).toBe(true);
+    expect(a['deadline.budget_ms']).toBe(1_000);
+    expect(a['deadline.source']).toBe('local');
+    expect(a['deadline.operation']).toBe('agent.run');
+    expect(a['deadline.wire_skew_ms']).toBeUndefined();
+  });
+
+  it('records a remote deadline with what arrived as its budget, and the wire skew', () => {
+    const headers = { 'x-deadline-remaining-ms': '800', 'x-deadline-at-ms': String(Date.now() + 800 - 30_000) };
+    const ctx = propagation.extract(context.active(), headers, defaultTextMapGetter);
+    tracer().startSpan('handle', { kind: SpanKind.SERVER }, ctx).end();
+    const a = otel.span('handle').attributes;
+    expect(a['deadline.source']).toBe('remote');
+    expect(a['deadline.wire_skew_ms']).toBeLessThanOrEqual(-29_990);
+    expect(a['deadline.wire_skew_ms']).toBeGreaterThanOrEqual(-30_010);
+    // The skewed absolute value is earlier, and the default policy takes the earliest: it is already expired.
+    expect(a['deadline.remaining_ms']).toBe(0);
+    expect(a['deadline.budget_ms']).toBe(0);
+  });
+
+  it('leaves spans without a deadline untouched', () => {
+    tracer().startSpan('plain').end();
+    expect(Object.keys(otel.span('plain').attributes).filter((k) => k.startsWith('deadline.'))).toEqual([]);
+  });
+});
+
+describe('attributes at end', () => {
+  it('marks work that finished in time as completed', async () => {
+    await withDeadline({ operation: 'quick', timeoutMs: 1_000, parent: null }, () => sleep(1));
+    const a = otel.span('quick').attributes;
+    expect(a['deadline.outcome']).toBe('completed');
+    expect(a['deadline.exceeded']).toBe(false);
+    expect(a['deadline.remaining_at_end_ms']).toBeGreaterThan(900);
+    expect(a['deadline.abort.code']).toBeUndefined();
+    expect(a['deadline.late']).toBeUndefined();
+  });
+
+  it('marks work stopped at its cutoff as expired, with the abort code and reason', async () => {
+    await withDeadline({ operation: 'slow', timeoutMs: 30, parent: null }, (d) => aborted(d.signal));
+    const a = otel.span('slow').attributes;
+    expect(a['deadline.outcome']).toBe('expired');
+    expect(a['deadline.exceeded']).toBe(true);
+    expect(a['deadline.remaining_at_end_ms']).toBe(0);
+    expect(a['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
+    expect(a['deadline.abort.reason']).toMatch(/deadline of "slow" passed at/);
+  });
+
+  it('marks work whose caller went away as cancelled, without copying the reason text', async () => {
+    const caller = new AbortController();
+    await withDeadline({ operation: 'cancelled', timeoutMs: 5_000, parent: null, signal: caller.signal }, async (d) => {
+      setTimeout(() => caller.abort(new Error('user token sk-123 in message')), 5);
+      await aborted(d.signal);
+    });
+    const a = otel.span('cancelled').attributes;
+    expect(a['deadline.outcome']).toBe('cancelled');
+    expect(a['deadline.exceeded']).toBe(false);
+    expect(a['deadline.abort.code']).toBe('CANCELLED');
+    expect(a['deadline.abort.reason']).toBe('Error');
+  });
+
+  it('gives a child span of an aborted parent the parent reason', async () => {
+    const caller = new AbortController();
+    await withDeadline({ operation: 'root', timeoutMs: 5_000, parent: null, signal: caller.signal }, () =>
+      withDeadline({ operation: 'leaf', timeoutMs: 5_000 }, async (leaf) => {
+        caller.abort('client left');
+        await aborted(leaf.signal);
+      }),
+    );
+    expect(otel.span('leaf').attributes['deadline.outcome']).toBe('cancelled');
+    expect(otel.span('root').attributes['deadline.outcome']).toBe('cancelled');
+  });
+});
+
+describe('lateness', () => {
+  it('flags later_than_parent when a child opens a new root with a longer budget', async () => {
+    await withDeadline({ operation: 'request', timeoutMs: 200, parent: null }, () =>
+      withDeadline({ operation: 'rogue', timeoutMs: 10_000, parent: null }, () => sleep(1)),
+    );
+    const rogue = otel.span('rogue').attributes;
+    expect(rogue['deadline.late']).toBe(true);
+    expect(rogue['deadline.violation']).toBe('later_than_parent');
+    expect(otel.span('request').attributes['deadline.late']).toBeUndefined();
+  });
+
+  it('does not flag a clamped child', async () => {
+    await withDeadline({ operation: 'request', timeoutMs: 200, parent: null }, () =>
+      withDeadline({ operation: 'clamped', timeoutMs: 10_000 }, () => sleep(1)),
+    );
+    expect(otel.span('clamped').attributes['deadline.late']).toBeUndefined();
+  });
+
+  it('flags ended_after_parent for unawaited work that outlives its parent span', async () => {
+    let followUp: Promise<void> | undefined;
+    await withDeadline({ operation: 'tool', timeoutMs: 5_000, parent: null }, async () => {
+      followUp = withDeadline({ operation: 'follow-up', timeoutMs: 5_000 }, () => sleep(30));
+    });
+    await followUp;
+    const a = otel.span('follow-up').attributes;
+    expect(a['deadline.late']).toBe(true);
+    expect(a['deadline.violation']).toBe('ended_after_parent');
+  });
+
+  it('flags ended_after_deadline for work that ignores its signal', async () => {
+    await withDeadline({ operation: 'stubborn', timeoutMs: 20, parent: null }, () => sleep(80));
+    const a = otel.span('stubborn').attributes;
+    expect(a['deadline.late']).toBe(true);
+    expect(a['deadline.violation']).toBe('ended_after_deadline');
+    expect(a['deadline.outcome']).toBe('expired');
+  });
+
+  it('does not flag an abort that unwinds within the grace period', async () => {
+    await withDeadline({ operation: 'prompt', timeoutMs: 20, parent: null }, (d) => aborted(d.signal));
+    expect(otel.span('prompt').attributes['deadline.violation']).toBeUndefined();
+  });
+
+  it('flags started_after_expiry for a span started when its deadline had passed', async () => {
+    const d = openDeadline({ operation: 'request', timeoutMs: 5, parent: null });
+    await sleep(20);
+    context.with(setDeadline(context.active(), d), () => tracer().startSpan('too-late').end());
+    const a = otel.span('too-late').attributes;
+    expect(a['deadline.late']).toBe(true);
+    expect(String(a['deadline.violation']).split(',')).toContain('started_after_expiry');
+    expect(a['deadline.remaining_ms']).toBe(0);
+    d.dispose();
+  });
+
+  it('joins several violation kinds with commas', async () => {
+    let rogue: Promise<void> | undefined;
+    await withDeadline({ operation: 'parent', timeoutMs: 100, parent: null }, async () => {
+      rogue = withDeadline({ operation: 'both', timeoutMs: 10_000, parent: null }, () => sleep(30));
+    });
+    await rogue;
+    expect(otel.span('both').attributes['deadline.violation']).toBe('later_than_parent,ended_after_parent');
+  });
+});
+
+describe('metrics', () => {
+  it('counts violations by kind, aborts by code, and records remaining budget by span kind', async () => {
+    await withDeadline({ operation: 'request', timeoutMs: 200, parent: null }, () =>
+      withDeadline({ operation: 'rogue', timeoutMs: 10_000, parent: null }, () => sleep(1)),
+    );
+    await withDeadline({ operation: 'slow', timeoutMs: 20, parent: null }, (d) => aborted(d.signal));
+    const violations = await otel.metricPoints('deadline.violations');
+    expect(violations.find((p) => p.attributes['deadline.violation'] === 'later_than_parent')?.value).toBeGreaterThanOrEqual(1);
+    const aborts = await otel.metricPoints('deadline.aborts');
+    expect(aborts.find((p) => p.attributes['deadline.abort.code'] === 'DEADLINE_EXCEEDED')?.value).toBeGreaterThanOrEqual(1);
+    const remaining = await otel.metricPoints('deadline.remaining');
+    const internal = remaining.find((p) => p.attributes['span.kind'] === 'internal');
+    expect(internal?.value).toBeGreaterThanOrEqual(3);
+    expect(internal?.sum).toBeGreaterThan(0);
+  });
+});
