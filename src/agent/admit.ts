@@ -1,0 +1,77 @@
+import { context, trace } from '@opentelemetry/api';
+import { getDeadline } from '../context';
+import type { Deadline } from '../deadline';
+import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../errors';
+import { endRefusedSpan, isRefusal, TRACER_NAME, withDeadline } from '../open';
+import { checkDuration } from '../time';
+
+export interface AdmitOptions {
+  /** Time kept back for serializing the answer; it is not usable by the work being admitted. Default 0. */
+  reserveMs?: number;
+  /** The operation named in the refusal. Default: the deadline's own operation. */
+  operation?: string;
+  /** Default: the deadline active in OTel context; `null` for none. */
+  deadline?: Deadline | null;
+}
+
+/**
+ * Admission control: returns the usable milliseconds (remaining − `reserveMs`),
+ * or throws before any work starts: DeadlineExceededError when the deadline
+ * has passed, DeadlineCancelledError when it was cancelled, and
+ * InsufficientBudgetError when less than `minUsefulMs` is usable.
+ * With no deadline there is nothing to refuse on, and it returns Infinity.
+ */
+export function admit(minUsefulMs: number, options: AdmitOptions = {}): number {
+  checkDuration('minUsefulMs', minUsefulMs);
+  if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  const reserveMs = options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs);
+  const deadline = options.deadline === undefined ? getDeadline() : (options.deadline ?? undefined);
+  if (deadline === undefined) return Infinity;
+  const operation = options.operation ?? deadline.operation;
+  if (deadline.aborted) {
+    const reason = deadline.abortReason;
+    if (reason instanceof DeadlineExceededError) {
+      throw new DeadlineExceededError(operation, deadline.expiresAtMs, { cause: reason });
+    }
+    throw reason instanceof DeadlineCancelledError ? reason : new DeadlineCancelledError(operation, reason);
+  }
+  const remaining = deadline.remainingMs();
+  if (remaining <= 0) throw new DeadlineExceededError(operation, deadline.expiresAtMs);
+  const usable = remaining - reserveMs;
+  if (usable <= 0 || usable < minUsefulMs) throw new InsufficientBudgetError(operation, minUsefulMs + reserveMs, remaining);
+  return usable;
+}
+
+export interface AdmissionOptions {
+  operation: string;
+  /** Refuse unless at least this much is usable after the reserve. */
+  minUsefulMs: number;
+  /** Kept back for the caller: the admitted work's deadline ends this long before the caller's. Default 0. */
+  reserveMs?: number;
+  /** An own, shorter cap for the work. Required when no deadline is active. */
+  timeoutMs?: number;
+}
+
+/**
+ * Runs optional work only if it fits: `admit` first, then `withDeadline` with a
+ * child deadline that ends `reserveMs` before the caller's cutoff (or sooner,
+ * with `timeoutMs`), so the work cannot eat the time kept for the answer.
+ * A refusal produces a span with outcome `not_started` and throws; the caller
+ * typically catches it and carries on with a partial result.
+ */
+export async function withAdmission<T>(options: AdmissionOptions, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
+  if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+  const { operation, minUsefulMs, reserveMs } = options;
+  const timeoutMs = options.timeoutMs === undefined ? undefined : checkDuration('timeoutMs', options.timeoutMs);
+  let usable: number;
+  try {
+    usable = admit(minUsefulMs, { reserveMs, operation });
+  } catch (err) {
+    if (isRefusal(err)) endRefusedSpan(trace.getTracer(TRACER_NAME).startSpan(operation, {}, context.active()), err);
+    throw err;
+  }
+  const cap = Math.min(usable, timeoutMs ?? Infinity);
+  if (cap === Infinity) throw new TypeError('withAdmission needs an active deadline or a timeoutMs');
+  return withDeadline({ operation, timeoutMs: cap }, fn);
+}

@@ -1,0 +1,47 @@
+/**
+ * Span event and attribute names used by the agent helpers. Like the core's
+ * names in ../attributes.ts, these strings are the public contract.
+ */
+
+/** One event per retry attempt (and one for an attempt refused for lack of budget). */
+export const EVENT_RETRY_ATTEMPT = 'deadline.retry.attempt';
+export const ATTR_RETRY_ATTEMPT = 'deadline.retry.attempt';
+/** Whether the attempt was actually started (false: refused before sleeping or calling). */
+export const ATTR_RETRY_STARTED = 'deadline.retry.started';
+export const ATTR_RETRY_BACKOFF_MS = 'deadline.retry.backoff_ms';
+/** Why the loop went on or stopped after this attempt; see RetryDecision. */
+export const ATTR_RETRY_DECISION = 'deadline.retry.decision';
+/** A telemetry-safe description of the attempt's error (type name and code, never the message). */
+export const ATTR_RETRY_ERROR = 'deadline.retry.error';
+
+export type RetryDecision =
+  | 'succeeded'
+  | 'retry'
+  | 'not_retryable'
+  | 'attempts_exhausted'
+  | 'insufficient_budget'
+  | 'deadline_exceeded'
+  | 'cancelled'
+  | 'deadline_expired_reply';
+
+export const EVENT_TOOL_QUEUED = 'tool.queued';
+export const EVENT_TOOL_STARTED = 'tool.started';
+export const EVENT_TOOL_COMPLETED = 'tool.completed';
+export const EVENT_TOOL_ABORTED = 'tool.aborted';
+export type ToolEventName = 'tool.queued' | 'tool.started' | 'tool.completed' | 'tool.aborted';
+
+/** The trace id: one per user request. */
+export const ATTR_TOOL_REQUEST_ID = 'tool.request_id';
+/** The span id of the tool call. */
+export const ATTR_TOOL_CALL_ID = 'tool.call_id';
+/** The span id of the call that started this one, when there is one. */
+export const ATTR_TOOL_PARENT_CALL_ID = 'tool.parent_call_id';
+export const ATTR_TOOL_OPERATION = 'tool.operation';
+export const ATTR_TOOL_ATTEMPT = 'tool.attempt';
+/** Epoch ms at which the event was observed, on this process's clock. */
+export const ATTR_TOOL_OBSERVED_AT_MS = 'tool.observed_at_ms';
+/** On `tool.aborted` for a failure that was not a deadline abort: the error's type name and code. */
+export const ATTR_TOOL_ERROR = 'tool.error';
+
+/** On a `detach` root span: the trace the durable work was declared from. */
+export const ATTR_DETACHED_FROM_TRACE_ID = 'deadline.detached_from.trace_id';

@@ -1,0 +1,64 @@
+import { context, SpanStatusCode, trace, type Link } from '@opentelemetry/api';
+import { setDeadline } from '../context';
+import { openDeadlineUnder, type Deadline } from '../deadline';
+import { TRACER_NAME } from '../open';
+import { ATTR_DETACHED_FROM_TRACE_ID } from './attributes';
+
+export interface DetachOptions {
+  /** Name of the durable job: its root span and its deadline's operation. */
+  operation: string;
+  /** The job's own budget, counted from now. It does not depend on the request's. */
+  timeoutMs: number;
+}
+
+/** A handle on durable work that `detach` started. */
+export interface DetachedJob<T> {
+  /** The job's own trace: a new root, linked to the span that declared it. */
+  readonly traceId: string;
+  readonly spanId: string;
+  /** The job's cutoff, epoch ms. */
+  readonly expiresAtMs: number;
+  /**
+   * Settles with the job. Nobody has to await it: a rejection that is never
+   * observed does not become an unhandled rejection.
+   */
+  readonly done: Promise<T>;
+}
+
+/**
+ * Declares work that must outlive the request (an export, a notification, an
+ * audit delivery) and starts it at once. It leaves the request's deadline
+ * behind: the job gets a new root deadline of `timeoutMs`, which the request's
+ * expiry or cancellation does not reach, and a new root span carrying a link
+ * to the span that declared it. Because it is a root of its own, the span
+ * processor does not flag it as running after its parent; undeclared
+ * fire-and-forget work is flagged.
+ */
+export function detach<T>(options: DetachOptions, fn: (deadline: Deadline) => Promise<T> | T): DetachedJob<T> {
+  if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+  const deadline = openDeadlineUnder(null, { operation: options.operation, timeoutMs: options.timeoutMs });
+
+  const declaredIn = context.active();
+  const from = trace.getSpanContext(declaredIn);
+  const links: Link[] = from === undefined || !trace.isSpanContextValid(from) ? [] : [{ context: from }];
+  const attributes = links.length === 0 ? {} : { [ATTR_DETACHED_FROM_TRACE_ID]: from!.traceId };
+  // The request's baggage is kept (setDeadline replaces its deadline entry); its span and deadline are not.
+  const base = setDeadline(trace.deleteSpan(declaredIn), deadline);
+  const span = trace.getTracer(TRACER_NAME).startSpan(options.operation, { root: true, links, attributes }, base);
+
+  const done = (async () => {
+    try {
+      return await context.with(trace.setSpan(base, span), () => fn(deadline));
+    } catch (err) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.name : typeof err });
+      throw err;
+    } finally {
+      span.end();
+      deadline.dispose();
+    }
+  })();
+  done.catch(() => undefined);
+  const { traceId, spanId } = span.spanContext();
+  return { traceId, spanId, expiresAtMs: deadline.expiresAtMs, done };
+}

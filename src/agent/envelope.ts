@@ -1,0 +1,230 @@
+import { context, isSpanContextValid, SpanKind, SpanStatusCode, trace, TraceFlags, type Context } from '@opentelemetry/api';
+import { getDeadline, setDeadline } from '../context';
+import { DeadlineNode, type Deadline, type ManagedDeadline } from '../deadline';
+import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../errors';
+import { endRefusedSpan, TRACER_NAME } from '../open';
+import { checkDuration, minCutoff, monotonicNow } from '../time';
+
+/**
+ * What a producer puts in a queued message so the worker can rebuild the
+ * request's deadline: the absolute cutoff and the send time, both epoch ms on
+ * the sender's clock. It never holds the original duration, so a worker can't
+ * restart the clock, and time spent in the queue counts against the budget.
+ */
+export interface DeadlineEnvelope {
+  /** Format version. */
+  v: 1;
+  /** The request's cutoff, epoch ms. */
+  deadlineAtMs: number;
+  /** When the sender built the envelope, epoch ms. */
+  sentAtMs: number;
+  /** W3C `traceparent` of the sending span, so the worker's span joins the request's trace. */
+  traceparent?: string;
+}
+
+const MAX_EPOCH_MS = 8.64e15;
+const MAX_JSON_LENGTH = 4096;
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/**
+ * Builds the envelope for the deadline active in `ctx` (the current context by
+ * default). Throws a TypeError when there is none: queueing interactive work
+ * without its cutoff is the bug this exists to prevent. Work that should
+ * outlive the request is `detach`ed instead.
+ */
+export function toDeadlineEnvelope(ctx: Context = context.active()): DeadlineEnvelope {
+  const deadline = getDeadline(ctx);
+  if (deadline === undefined) {
+    throw new TypeError('toDeadlineEnvelope needs an active deadline (use detach() for work that outlives the request)');
+  }
+  const envelope: DeadlineEnvelope = { v: 1, deadlineAtMs: Math.floor(deadline.expiresAtMs), sentAtMs: Date.now() };
+  const spanContext = trace.getSpanContext(ctx);
+  if (spanContext !== undefined && isSpanContextValid(spanContext)) {
+    const flags = (spanContext.traceFlags & 0xff).toString(16).padStart(2, '0');
+    envelope.traceparent = `00-${spanContext.traceId}-${spanContext.spanId}-${flags}`;
+  }
+  return envelope;
+}
+
+function invalid(why: string): TypeError {
+  return new TypeError(`invalid deadline envelope: ${why}`);
+}
+
+function epochField(record: Record<string, unknown>, name: string): number {
+  const value = record[name];
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > MAX_EPOCH_MS) {
+    throw invalid(`${name} must be a finite number of epoch ms, got ${value === null ? 'null' : typeof value}`);
+  }
+  return value;
+}
+
+/**
+ * Validates an envelope (an object, or its JSON text) and returns a clean copy.
+ * Anything malformed throws a TypeError that says what is wrong; a bad
+ * `traceparent` is dropped rather than refused, since it is telemetry only.
+ * Unknown fields are ignored so that later versions can add some.
+ */
+export function readDeadlineEnvelope(input: unknown): DeadlineEnvelope {
+  let value = input;
+  if (typeof value === 'string') {
+    if (value.length > MAX_JSON_LENGTH) throw invalid(`JSON text longer than ${MAX_JSON_LENGTH} characters`);
+    try {
+      value = JSON.parse(value);
+    } catch {
+      throw invalid('not JSON');
+    }
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw invalid(`expected an object, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
+  }
+  const record = value as Record<string, unknown>;
+  if (record.v !== 1) throw invalid(`unsupported version ${JSON.stringify(record.v) ?? 'undefined'}`);
+  const envelope: DeadlineEnvelope = {
+    v: 1,
+    deadlineAtMs: epochField(record, 'deadlineAtMs'),
+    sentAtMs: epochField(record, 'sentAtMs'),
+  };
+  const traceparent = record.traceparent;
+  if (typeof traceparent === 'string') {
+    const match = TRACEPARENT.exec(traceparent);
+    if (match !== null && !/^0+$/.test(match[1]) && !/^0+$/.test(match[2])) envelope.traceparent = traceparent;
+  }
+  return envelope;
+}
+
+export interface AdmitEnvelopeOptions {
+  /** The worker's operation name. Default `queue.job`. */
+  operation?: string;
+  /** Refuse unless at least this much is usable. Default 0 (refuse only expired work). */
+  minUsefulMs?: number;
+  /** Time the worker keeps back (to ack, to report); counted against `minUsefulMs`. Default 0. */
+  reserveMs?: number;
+  /** Caps what an envelope can ask for, in ms, for queues fed by less trusted producers. Default: no cap. */
+  maxRemainingMs?: number;
+  /** An extra cancellation source, such as the worker shutting down. */
+  signal?: AbortSignal;
+  /** Clamp under this deadline as well. Default: the one active in OTel context (amqplib's propagated one, say). */
+  parent?: Deadline | null;
+}
+
+interface Admission {
+  deadline: DeadlineNode;
+  /** Set when the work must not start. */
+  refusal: Error | undefined;
+}
+
+function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
+  if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  const envelope = readDeadlineEnvelope(input);
+  const operation = options.operation ?? 'queue.job';
+  if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
+  const minUsefulMs = options.minUsefulMs === undefined ? 0 : checkDuration('minUsefulMs', options.minUsefulMs);
+  const reserveMs = options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs);
+  const cap = options.maxRemainingMs === undefined ? Infinity : checkDuration('maxRemainingMs', options.maxRemainingMs);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+  const parent = options.parent === undefined ? getDeadline() : (options.parent ?? undefined);
+
+  const nowEpoch = Date.now();
+  const nowMono = monotonicNow();
+  // The remaining time is measured on this process's clock against the sender's
+  // cutoff; the dwell is what the queue (and any clock skew) took.
+  let remaining = envelope.deadlineAtMs - nowEpoch;
+  let expiresAtMs = envelope.deadlineAtMs;
+  if (remaining > cap) {
+    remaining = cap;
+    expiresAtMs = nowEpoch + cap;
+  }
+  let cutoffMono = nowMono + remaining;
+  if (parent !== undefined) {
+    const parentCutoff = parent instanceof DeadlineNode ? parent.cutoffMono : nowMono + parent.remainingMs();
+    cutoffMono = minCutoff(cutoffMono, parentCutoff);
+    if (cutoffMono === parentCutoff) expiresAtMs = parent.expiresAtMs;
+  }
+  const left = cutoffMono - nowMono;
+  const deadline = new DeadlineNode({
+    operation,
+    cutoffMono,
+    expiresAtMs,
+    source: 'remote',
+    budgetMs: left > 0 ? left : 0,
+    parent,
+    signal: options.signal,
+    queueDwellMs: Math.max(0, Math.round(nowEpoch - envelope.sentAtMs)),
+  });
+
+  let refusal: Error | undefined;
+  if (parent?.aborted) {
+    const reason = parent.abortReason;
+    refusal =
+      reason instanceof DeadlineExceededError
+        ? new DeadlineExceededError(operation, expiresAtMs, { cause: reason })
+        : new DeadlineCancelledError(operation, reason);
+  } else if (options.signal?.aborted) refusal = new DeadlineCancelledError(operation, options.signal.reason);
+  else if (left <= 0) refusal = new DeadlineExceededError(operation, expiresAtMs);
+  else if (left - reserveMs < minUsefulMs) refusal = new InsufficientBudgetError(operation, minUsefulMs + reserveMs, left);
+  return { deadline, refusal };
+}
+
+/**
+ * The worker's side: validates the envelope and returns the job's deadline,
+ * with the sender's original cutoff, `source: 'remote'` and `queueDwellMs`
+ * set. It throws the matching refusal instead when the job expired in the
+ * queue or too little is left, so no work starts. Dispose the deadline when
+ * the job settles.
+ */
+export function admitEnvelope(envelope: unknown, options: AdmitEnvelopeOptions = {}): ManagedDeadline {
+  const { deadline, refusal } = build(envelope, options);
+  if (refusal !== undefined) {
+    deadline.dispose();
+    throw refusal;
+  }
+  return deadline;
+}
+
+/**
+ * `admitEnvelope` plus a consumer span: runs `fn` with the job's deadline
+ * active and a CONSUMER span named after the operation, whose
+ * `deadline.queue_dwell_ms` shows the time spent queued. The span is a child
+ * of the active span (a messaging instrumentation's, say) or else of the
+ * envelope's `traceparent`. A refused job still gets its span, with outcome
+ * `not_started`, and `fn` is never called.
+ */
+export async function withEnvelope<T>(
+  envelope: unknown,
+  options: AdmitEnvelopeOptions,
+  fn: (deadline: Deadline) => Promise<T> | T,
+): Promise<T> {
+  if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+  const { deadline, refusal } = build(envelope, options);
+  let base = context.active();
+  if (trace.getSpan(base) === undefined) {
+    const parsed = readDeadlineEnvelope(envelope).traceparent;
+    const match = parsed === undefined ? null : TRACEPARENT.exec(parsed);
+    if (match !== null) {
+      base = trace.setSpanContext(base, {
+        traceId: match[1],
+        spanId: match[2],
+        traceFlags: parseInt(match[3], 16) & TraceFlags.SAMPLED,
+        isRemote: true,
+      });
+    }
+  }
+  const inner = setDeadline(base, deadline);
+  const tracer = trace.getTracer(TRACER_NAME);
+  if (refusal !== undefined) {
+    endRefusedSpan(tracer.startSpan(deadline.operation, { kind: SpanKind.CONSUMER }, inner), refusal);
+    deadline.dispose();
+    throw refusal;
+  }
+  return tracer.startActiveSpan(deadline.operation, { kind: SpanKind.CONSUMER }, inner, async (span) => {
+    try {
+      return await fn(deadline);
+    } catch (err) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.name : typeof err });
+      throw err;
+    } finally {
+      span.end();
+      deadline.dispose();
+    }
+  });
+}

@@ -1,0 +1,71 @@
+import { HEADER_DEADLINE_EXPIRED } from './wire';
+
+/**
+ * Recognises, without throwing, what a failed call exposes about why it failed:
+ * a deadline code carried by the error or one of its causes (fetch may wrap
+ * the abort reason), an HTTP status, and the `x-deadline-expired` reply
+ * header a deadline-aware server sends when it refused the request.
+ *
+ * Shapes understood: a fetch `Response` (thrown as is, or as `err.response`),
+ * undici's `ResponseStatusCodeError` (`headers`, `statusCode`), a node:http
+ * `IncomingMessage` (`err.response` / `err.res` with plain `headers`), and any
+ * error with a string `code`.
+ */
+
+const MAX_DEPTH = 5;
+const DEADLINE_CODES = new Set(['DEADLINE_EXCEEDED', 'INSUFFICIENT_BUDGET', 'CANCELLED']);
+
+function asObject(value: unknown): Record<string, unknown> | undefined {
+  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : undefined;
+}
+
+/** The value, its `response`/`res`, then its cause, and so on, bounded. */
+function* related(value: unknown): Generator<Record<string, unknown>> {
+  let current = asObject(value);
+  for (let depth = 0; current !== undefined && depth < MAX_DEPTH; depth++) {
+    yield current;
+    const response = asObject(current.response) ?? asObject(current.res);
+    if (response !== undefined) yield response;
+    current = asObject(current.cause);
+  }
+}
+
+function headerOf(headers: unknown, name: string): string | undefined {
+  const bag = asObject(headers);
+  if (bag === undefined) return undefined;
+  try {
+    const value = typeof bag.get === 'function' ? (bag.get as (n: string) => unknown)(name) : bag[name];
+    if (typeof value === 'string') return value;
+    if (Array.isArray(value) && typeof value[0] === 'string') return value[0];
+  } catch {
+    // A hostile or broken headers object is treated as carrying nothing.
+  }
+  return undefined;
+}
+
+/** True when the error or a reply it carries has `x-deadline-expired` (any value but empty or `0`). */
+export function carriesDeadlineExpired(err: unknown): boolean {
+  for (const candidate of related(err)) {
+    const value = headerOf(candidate.headers, HEADER_DEADLINE_EXPIRED);
+    if (value !== undefined && value !== '' && value !== '0') return true;
+  }
+  return false;
+}
+
+/** `DEADLINE_EXCEEDED`, `INSUFFICIENT_BUDGET` or `CANCELLED` when the error or a cause has that code. */
+export function deadlineCodeOf(err: unknown): string | undefined {
+  for (const candidate of related(err)) {
+    const code = candidate.code;
+    if (typeof code === 'string' && DEADLINE_CODES.has(code)) return code;
+  }
+  return undefined;
+}
+
+/** The HTTP status the error exposes (`status` or `statusCode`, on it or its response), if any. */
+export function httpStatusOf(err: unknown): number | undefined {
+  for (const candidate of related(err)) {
+    const status = candidate.status ?? candidate.statusCode;
+    if (typeof status === 'number' && Number.isInteger(status) && status >= 100 && status <= 599) return status;
+  }
+  return undefined;
+}

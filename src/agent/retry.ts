@@ -1,0 +1,286 @@
+import { randomUUID } from 'node:crypto';
+import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { getDeadline, setDeadline } from '../context';
+import { openDeadlineUnder, type Deadline, type ManagedDeadline } from '../deadline';
+import {
+  abortCodeOf,
+  DeadlineCancelledError,
+  DeadlineExceededError,
+  describeAbortReason,
+  InsufficientBudgetError,
+} from '../errors';
+import { endRefusedSpan, isRefusal, TRACER_NAME } from '../open';
+import { checkDuration } from '../time';
+import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_REMAINING_MS } from '../attributes';
+import {
+  ATTR_RETRY_ATTEMPT,
+  ATTR_RETRY_BACKOFF_MS,
+  ATTR_RETRY_DECISION,
+  ATTR_RETRY_ERROR,
+  ATTR_RETRY_STARTED,
+  EVENT_RETRY_ATTEMPT,
+  type RetryDecision,
+} from './attributes';
+import { carriesDeadlineExpired, deadlineCodeOf, httpStatusOf } from './replies';
+import { abortableSleep } from './sleep';
+
+/** What each attempt receives. */
+export interface RetryAttempt {
+  /** 1 for the first call, 2 for the first retry, and so on. */
+  attempt: number;
+  /** Aborts `reserveMs` before the caller's cutoff, or when the caller cancels. Pass it on. */
+  signal: AbortSignal;
+  /** Milliseconds this attempt may use (up to the reserve); Infinity without a deadline. */
+  remainingMs: number;
+  /** The same for every attempt of one call: send it so the server can drop duplicates. */
+  idempotencyKey: string;
+}
+
+/** The wait before attempt n (n ≥ 2): a fixed value, a list indexed from the first retry (last value repeats), or a function of n. */
+export type BackoffSchedule = number | readonly number[] | ((attempt: number) => number);
+
+export interface RetryOptions {
+  /** Span name and the operation named in errors. Default `retry`. */
+  operation?: string;
+  /** Total attempts, the first call included. Default 3. */
+  attempts?: number;
+  /** Default 100. */
+  backoffMs?: BackoffSchedule;
+  /** Fraction in [0, 1] of each wait that is randomised downwards; a wait never exceeds its schedule. Default 0. */
+  jitter?: number;
+  /** Don't start an attempt with less usable time than this. Default 0. */
+  minAttemptMs?: number;
+  /** Time kept back for the caller after the last attempt; attempts are aborted that early. Default 0. */
+  reserveMs?: number;
+  /**
+   * Decides whether a failed attempt is worth repeating. It is never asked about
+   * deadline errors (`DEADLINE_EXCEEDED`, `INSUFFICIENT_BUDGET`, `CANCELLED`, on the
+   * error or a cause) or a reply carrying `x-deadline-expired`: those always stop.
+   * Default: `defaultRetryable`.
+   */
+  retryable?: (err: unknown) => boolean;
+  /** Default: a random UUID per call. */
+  idempotencyKey?: string;
+  /** An extra cancellation source. */
+  signal?: AbortSignal;
+  /** The deadline all attempts share. Default: the one active in OTel context; `null` for none. */
+  deadline?: Deadline | null;
+}
+
+/**
+ * The default `retryable`: every error except a 4xx status other than 408
+ * (request timeout), 425 (too early) and 429 (too many requests), because
+ * repeating a request the server judged invalid cannot help. Network errors,
+ * 5xx and errors without a status are retried.
+ */
+export function defaultRetryable(err: unknown): boolean {
+  const status = httpStatusOf(err);
+  if (status === undefined || status < 400 || status >= 500) return true;
+  return status === 408 || status === 425 || status === 429;
+}
+
+interface Plan {
+  operation: string;
+  attempts: number;
+  backoffFor: (attempt: number) => number;
+  minAttemptMs: number;
+  reserveMs: number;
+  retryable: (err: unknown) => boolean;
+  idempotencyKey: string;
+}
+
+function checkPlan(options: RetryOptions): Plan {
+  if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  const operation = options.operation ?? 'retry';
+  if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
+  const attempts = options.attempts ?? 3;
+  if (!Number.isInteger(attempts) || attempts < 1) throw new RangeError(`attempts must be an integer ≥ 1, got ${String(attempts)}`);
+  const jitter = options.jitter ?? 0;
+  if (typeof jitter !== 'number' || !(jitter >= 0 && jitter <= 1)) throw new RangeError(`jitter must be in [0, 1], got ${String(jitter)}`);
+  const retryable = options.retryable ?? defaultRetryable;
+  if (typeof retryable !== 'function') throw new TypeError('retryable must be a function');
+  const idempotencyKey = options.idempotencyKey ?? randomUUID();
+  if (typeof idempotencyKey !== 'string' || idempotencyKey.length === 0) throw new TypeError('idempotencyKey must be a non-empty string');
+  const schedule = options.backoffMs ?? 100;
+  let base: (attempt: number) => number;
+  if (typeof schedule === 'function') base = schedule;
+  else if (Array.isArray(schedule)) {
+    if (schedule.length === 0) throw new RangeError('backoffMs must not be an empty list');
+    schedule.forEach((value, i) => checkDuration(`backoffMs[${i}]`, value));
+    base = (attempt) => schedule[Math.min(attempt - 2, schedule.length - 1)];
+  } else {
+    const fixed = checkDuration('backoffMs', schedule);
+    base = () => fixed;
+  }
+  return {
+    operation,
+    attempts,
+    backoffFor: (attempt) => checkDuration(`backoffMs(${attempt})`, base(attempt)) * (1 - jitter * Math.random()),
+    minAttemptMs: options.minAttemptMs === undefined ? 0 : checkDuration('minAttemptMs', options.minAttemptMs),
+    reserveMs: options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs),
+    retryable,
+    idempotencyKey,
+  };
+}
+
+/** A refusal as the retry loop reports it: deadline errors name the retry's operation. */
+function stopForAbort(operation: string, reason: unknown, cause: unknown): Error {
+  if (reason instanceof DeadlineExceededError) {
+    return new DeadlineExceededError(operation, reason.expiresAtMs, { cause: cause ?? reason });
+  }
+  if (reason instanceof InsufficientBudgetError || reason instanceof DeadlineCancelledError) return reason;
+  return new DeadlineCancelledError(operation, reason);
+}
+
+function decisionForCode(code: string): RetryDecision {
+  if (code === 'DEADLINE_EXCEEDED') return 'deadline_exceeded';
+  if (code === 'INSUFFICIENT_BUDGET') return 'insufficient_budget';
+  return 'cancelled';
+}
+
+function safeRetryable(retryable: (err: unknown) => boolean, err: unknown): boolean {
+  try {
+    return retryable(err) === true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Calls `fn` until it succeeds, with every attempt inside the caller's one
+ * deadline. Before each wait and attempt it checks that the remaining time
+ * covers the wait, `minAttemptMs` and `reserveMs`; if not, it throws
+ * InsufficientBudgetError (cause: the last attempt's error) without sleeping
+ * or calling. Without a deadline (none active and none given) it is bounded
+ * only by `attempts` and `signal`.
+ *
+ * The call runs in a span named `operation`; each attempt adds a
+ * `deadline.retry.attempt` event saying why the loop went on or stopped.
+ */
+export async function retryWithinDeadline<T>(
+  fn: (attempt: RetryAttempt) => Promise<T> | T,
+  options: RetryOptions = {},
+): Promise<T> {
+  if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+  const plan = checkPlan(options);
+  const parent = options.deadline === undefined ? getDeadline() : (options.deadline ?? undefined);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+
+  const outer = context.active();
+  const span = trace.getTracer(TRACER_NAME).startSpan(plan.operation, {}, outer);
+  const record = (attempt: number, started: boolean, backoffMs: number, decision: RetryDecision, err?: unknown) => {
+    span.addEvent(EVENT_RETRY_ATTEMPT, {
+      [ATTR_RETRY_ATTEMPT]: attempt,
+      [ATTR_RETRY_STARTED]: started,
+      [ATTR_RETRY_BACKOFF_MS]: Math.round(backoffMs),
+      [ATTR_RETRY_DECISION]: decision,
+      ...(parent === undefined ? {} : { [ATTR_DEADLINE_REMAINING_MS]: Math.floor(parent.remainingMs()) }),
+      ...(err === undefined ? {} : { [ATTR_RETRY_ERROR]: describeAbortReason(err) }),
+    });
+  };
+
+  // The budget check that runs before every wait and attempt.
+  let lastError: unknown;
+  const refusal = (backoffMs: number): Error | undefined => {
+    if (options.signal?.aborted) return new DeadlineCancelledError(plan.operation, options.signal.reason);
+    if (parent === undefined) return undefined;
+    if (parent.aborted) return stopForAbort(plan.operation, parent.abortReason, lastError);
+    const remaining = parent.remainingMs();
+    const usable = remaining - backoffMs - plan.reserveMs;
+    if (usable <= 0 || usable < plan.minAttemptMs) {
+      return new InsufficientBudgetError(plan.operation, backoffMs + plan.minAttemptMs + plan.reserveMs, remaining, {
+        cause: lastError,
+      });
+    }
+    return undefined;
+  };
+
+  const first = refusal(0);
+  if (first !== undefined) {
+    record(1, false, 0, decisionForCode(abortCodeOf(first)));
+    endRefusedSpan(span, first);
+    throw first;
+  }
+
+  // One scope for the whole call: it ends `reserveMs` before the caller's
+  // cutoff and carries the caller's extra signal, so every attempt's signal
+  // and every call it makes stop in time to leave the reserve.
+  let scope: ManagedDeadline | undefined;
+  let signal: AbortSignal;
+  if (parent !== undefined) {
+    scope = openDeadlineUnder(parent, {
+      operation: plan.operation,
+      timeoutMs: Math.max(0, parent.remainingMs() - plan.reserveMs),
+      signal: options.signal,
+    });
+    signal = scope.signal;
+  } else {
+    signal = options.signal ?? new AbortController().signal;
+  }
+  const inner = scope === undefined ? trace.setSpan(outer, span) : setDeadline(trace.setSpan(outer, span), scope);
+
+  try {
+    for (let attempt = 1; ; attempt++) {
+      const backoffMs = attempt === 1 ? 0 : plan.backoffFor(attempt);
+      if (attempt > 1) {
+        const stop = refusal(backoffMs);
+        if (stop !== undefined) {
+          record(attempt, false, backoffMs, decisionForCode(abortCodeOf(stop)), lastError);
+          throw stop;
+        }
+      }
+      try {
+        if (backoffMs > 0) await abortableSleep(backoffMs, signal);
+      } catch (reason) {
+        const stop = stopForAbort(plan.operation, reason, lastError);
+        record(attempt, false, backoffMs, decisionForCode(abortCodeOf(stop)), lastError);
+        throw stop;
+      }
+
+      try {
+        const info: RetryAttempt = {
+          attempt,
+          signal,
+          remainingMs: scope === undefined ? Infinity : scope.remainingMs(),
+          idempotencyKey: plan.idempotencyKey,
+        };
+        const value = await context.with(inner, () => fn(info));
+        record(attempt, true, backoffMs, 'succeeded');
+        return value;
+      } catch (err) {
+        lastError = err;
+        let decision: RetryDecision;
+        let thrown: unknown = err;
+        const code = deadlineCodeOf(err);
+        if (signal.aborted) {
+          // The attempt's own deadline or the caller's cancellation ended it.
+          thrown = isRefusal(err) ? err : stopForAbort(plan.operation, signal.reason, err);
+          decision = decisionForCode(abortCodeOf(thrown));
+        } else if (code !== undefined) decision = decisionForCode(code);
+        else if (carriesDeadlineExpired(err)) decision = 'deadline_expired_reply';
+        else if (!safeRetryable(plan.retryable, err)) decision = 'not_retryable';
+        else if (attempt >= plan.attempts) decision = 'attempts_exhausted';
+        else decision = 'retry';
+        record(attempt, true, backoffMs, decision, err);
+        if (decision !== 'retry') throw thrown;
+      }
+    }
+  } catch (err) {
+    markFailure(span, err);
+    throw err;
+  } finally {
+    span.end();
+    scope?.dispose();
+  }
+}
+
+function markFailure(span: Span, err: unknown): void {
+  if (isRefusal(err)) {
+    span.setAttribute(ATTR_DEADLINE_ABORT_CODE, abortCodeOf(err));
+    span.setAttribute(ATTR_DEADLINE_ABORT_REASON, describeAbortReason(err));
+    span.setStatus({ code: SpanStatusCode.ERROR, message: abortCodeOf(err) });
+  } else {
+    // Status only: an error message may carry user data, and telemetry must not.
+    span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.name : typeof err });
+  }
+}

@@ -1,0 +1,180 @@
+import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Span } from '@opentelemetry/api';
+import { getDeadline, setDeadline } from '../context';
+import type { Deadline, ManagedDeadline } from '../deadline';
+import { abortCodeOf, describeAbortReason } from '../errors';
+import { endRefusedSpan, isRefusal, openDeadline, TRACER_NAME } from '../open';
+import { checkDuration } from '../time';
+import {
+  ATTR_DEADLINE_ABORT_CODE,
+  ATTR_DEADLINE_ABORT_REASON,
+  ATTR_DEADLINE_AT_MS,
+  ATTR_DEADLINE_REMAINING_MS,
+} from '../attributes';
+import {
+  ATTR_TOOL_ATTEMPT,
+  ATTR_TOOL_CALL_ID,
+  ATTR_TOOL_ERROR,
+  ATTR_TOOL_OBSERVED_AT_MS,
+  ATTR_TOOL_OPERATION,
+  ATTR_TOOL_PARENT_CALL_ID,
+  ATTR_TOOL_REQUEST_ID,
+  type ToolEventName,
+} from './attributes';
+import { admit } from './admit';
+import { deadlineCodeOf } from './replies';
+
+const TOOL_EVENTS: readonly ToolEventName[] = ['tool.queued', 'tool.started', 'tool.completed', 'tool.aborted'];
+
+export interface ToolEventDetails {
+  operation: string;
+  /** Default 1. */
+  attempt?: number;
+  /** The span that gets the event. Default: the active span. */
+  span?: Span;
+  /** The span id of the call that started this one. */
+  parentCallId?: string;
+  /** Default: the deadline active in OTel context. */
+  deadline?: Deadline;
+  /** On `tool.aborted`: the abort reason or the error. Only its code and type are recorded. */
+  reason?: unknown;
+}
+
+/**
+ * Adds one tool lifecycle event to a span. The event holds ids and timings
+ * only: request (trace) id, call (span) id, parent call id, operation,
+ * attempt, cutoff, observed time, remaining ms, and for `tool.aborted` the
+ * abort code and a telemetry-safe reason. Never arguments, bodies, prompts or
+ * credentials: there is no parameter that could carry them.
+ */
+export function recordToolEvent(name: ToolEventName, details: ToolEventDetails): void {
+  if (!TOOL_EVENTS.includes(name)) throw new TypeError(`unknown tool event ${String(name)}`);
+  const span = details.span ?? trace.getActiveSpan();
+  if (span === undefined) return;
+  const { traceId, spanId } = span.spanContext();
+  const deadline = details.deadline ?? getDeadline();
+  const observedAt = Date.now();
+  const attributes: Attributes = {
+    [ATTR_TOOL_REQUEST_ID]: traceId,
+    [ATTR_TOOL_CALL_ID]: spanId,
+    [ATTR_TOOL_OPERATION]: details.operation,
+    [ATTR_TOOL_ATTEMPT]: details.attempt ?? 1,
+    [ATTR_TOOL_OBSERVED_AT_MS]: observedAt,
+  };
+  if (details.parentCallId !== undefined) attributes[ATTR_TOOL_PARENT_CALL_ID] = details.parentCallId;
+  if (deadline !== undefined) {
+    attributes[ATTR_DEADLINE_AT_MS] = Math.floor(deadline.expiresAtMs);
+    attributes[ATTR_DEADLINE_REMAINING_MS] = Math.floor(deadline.remainingMs());
+  }
+  if (name === 'tool.aborted' && details.reason !== undefined) {
+    const reason = details.reason;
+    const code = deadlineCodeOf(reason);
+    if (code !== undefined || isRefusal(reason)) {
+      attributes[ATTR_DEADLINE_ABORT_CODE] = code ?? abortCodeOf(reason);
+      attributes[ATTR_DEADLINE_ABORT_REASON] = describeAbortReason(reason);
+    } else {
+      attributes[ATTR_TOOL_ERROR] = describeAbortReason(reason);
+    }
+  }
+  span.addEvent(name, attributes, observedAt);
+}
+
+export interface ToolOptions {
+  /** Which attempt this call is, when a caller retries it. Default 1. */
+  attempt?: number;
+  /** The tool's own cap; it is clamped under the caller's deadline. Default: the caller's deadline. */
+  timeoutMs?: number;
+  /** Refuse (tool.aborted, span outcome `not_started`) unless this much is usable. Default 0. */
+  minUsefulMs?: number;
+  /** Time the caller keeps back; counted against `minUsefulMs`. Default 0. */
+  reserveMs?: number;
+  /** Default INTERNAL. */
+  kind?: SpanKind;
+}
+
+/** What the tool function receives. */
+export interface ToolCall {
+  readonly operation: string;
+  readonly attempt: number;
+  /** The trace id. */
+  readonly requestId: string;
+  /** This call's span id. */
+  readonly callId: string;
+  readonly deadline: Deadline | undefined;
+  /** The deadline's signal (armed on first access), or undefined without a deadline. */
+  readonly signal: AbortSignal | undefined;
+}
+
+/**
+ * Runs one tool call in a span named `operation` and records its lifecycle:
+ * `tool.queued` when called, `tool.started` once admitted, then
+ * `tool.completed` or `tool.aborted`. With `timeoutMs` the tool gets its own
+ * child deadline (never later than the caller's); with `minUsefulMs` it is
+ * refused before it starts when the budget cannot cover it.
+ */
+export async function runTool<T>(operation: string, fn: (call: ToolCall) => Promise<T> | T, options: ToolOptions = {}): Promise<T> {
+  if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
+  if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+  if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  const attempt = options.attempt ?? 1;
+  if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be an integer ≥ 1, got ${String(attempt)}`);
+  const minUsefulMs = options.minUsefulMs === undefined ? 0 : checkDuration('minUsefulMs', options.minUsefulMs);
+  const reserveMs = options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs);
+
+  const outer = context.active();
+  const parentDeadline = getDeadline(outer);
+  const parentSpanContext = trace.getSpanContext(outer);
+  const parentCallId =
+    parentSpanContext !== undefined && trace.isSpanContextValid(parentSpanContext) ? parentSpanContext.spanId : undefined;
+  const tracer = trace.getTracer(TRACER_NAME);
+  const calledAt = Date.now();
+  const event = (name: ToolEventName, span: Span, deadline: Deadline | undefined, reason?: unknown) =>
+    recordToolEvent(name, { operation, attempt, span, parentCallId, deadline, reason });
+
+  let own: ManagedDeadline | undefined;
+  try {
+    if (options.timeoutMs !== undefined) {
+      own = openDeadline({ operation, timeoutMs: options.timeoutMs, minUsefulMs, reserveMs });
+    } else if (minUsefulMs > 0 || reserveMs > 0) {
+      admit(minUsefulMs, { reserveMs, operation });
+    }
+  } catch (err) {
+    if (!isRefusal(err)) throw err;
+    const span = tracer.startSpan(operation, { kind: options.kind, startTime: calledAt }, outer);
+    event('tool.queued', span, parentDeadline);
+    event('tool.aborted', span, parentDeadline, err);
+    endRefusedSpan(span, err);
+    throw err;
+  }
+
+  const deadline = own ?? parentDeadline;
+  const base = own === undefined ? outer : setDeadline(outer, own);
+  const span = tracer.startSpan(operation, { kind: options.kind, startTime: calledAt }, base);
+  event('tool.queued', span, deadline);
+  const { traceId, spanId } = span.spanContext();
+  const call: ToolCall = {
+    operation,
+    attempt,
+    requestId: traceId,
+    callId: spanId,
+    deadline,
+    get signal() {
+      return deadline?.signal;
+    },
+  };
+  try {
+    event('tool.started', span, deadline);
+    const value = await context.with(trace.setSpan(base, span), () => fn(call));
+    event('tool.completed', span, deadline);
+    return value;
+  } catch (err) {
+    event('tool.aborted', span, deadline, deadline?.aborted ? deadline.abortReason : err);
+    span.setStatus({
+      code: SpanStatusCode.ERROR,
+      message: deadline?.aborted ? abortCodeOf(deadline.abortReason) : err instanceof Error ? err.name : typeof err,
+    });
+    throw err;
+  } finally {
+    span.end();
+    own?.dispose();
+  }
+}
