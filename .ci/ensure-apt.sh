@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages some tests drive as real programs:
+#   prometheus      promtool (alert rule unit tests) and the server (end-to-end alert check)
+#   chromium        headless rendering of the lineage timeline page
+#   docker-compose  `docker-compose config` validation of docker-compose.yml (no engine needed)
+# Returns at once when every command is already on PATH.
+set -euo pipefail
+
+need=()
+command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+[ -x /usr/bin/chromium ] || need+=(chromium)
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+
+if [ "${#need[@]}" -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+echo "ensure-apt: installing ${need[*]}"
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,0 +1,9 @@
+// Programmatic access to what the `deadline-lineage` CLI does (the demo and tests use it).
+export { loadTraces, parseTraceText, pickTrace, LineageInputError, type LoadOptions } from './load';
+export { groupTraces, deadlineFacts, type LineageSpan, type LineageTrace, type DeadlineFacts, type TagValue } from './model';
+export { buildTree, summarize, hasViolation, type LineageNode, type LineageTree, type LineageSummary } from './tree';
+export { renderText, renderSummary } from './text';
+export { renderHtml } from './html';
+export { spansFromJaeger, type JaegerAnswer } from './jaeger';
+export { spansFromOtlp, type OtlpRequest } from './otlp';
+export { startOtlpReceiver, type OtlpReceiver, type OtlpReceiverOptions } from './receiver';

@@ -1,0 +1,109 @@
+import { cutoffOffsetMs, summarize, type LineageNode, type LineageTree } from './tree';
+
+const MAX_LABEL = 64;
+
+/** Trace data is untrusted: keep terminal control sequences out of the output. */
+export function printable(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+function ms(value: number | undefined): string {
+  return value === undefined ? '-' : String(Math.round(value));
+}
+
+function signedMs(value: number | undefined): string {
+  if (value === undefined) return '-';
+  const rounded = Math.round(value);
+  return `${rounded >= 0 ? '+' : ''}${rounded} ms`;
+}
+
+function treePrefix(node: LineageNode): string {
+  if (node.depth === 0) return '';
+  const rails = node.ancestorsLast.map((last) => (last ? '   ' : '│  ')).join('');
+  return `${rails}${node.last ? '└─ ' : '├─ '}`;
+}
+
+export function spanLabel(node: LineageNode): string {
+  return printable(`${node.span.service}: ${node.span.name}`);
+}
+
+function outcomeText(node: LineageNode): string {
+  const { facts } = node;
+  if (!facts.present) return '(no deadline)';
+  const parts = [facts.outcome ?? '-'];
+  if (facts.abortCode !== undefined) parts.push(printable(facts.abortCode));
+  if (facts.late) parts.push(`✗ LATE ${printable(facts.violations.join(',') || 'late')}`);
+  return parts.join('  ');
+}
+
+interface Row {
+  label: string;
+  cutoff: string;
+  remaining: string;
+  spent: string;
+  outcome: string;
+}
+
+/** The span tree, one line per span, followed by the summary. */
+export function renderText(tree: LineageTree): string {
+  const rows: Row[] = tree.ordered.map((node) => {
+    const { facts, span } = node;
+    return {
+      label: clip(treePrefix(node) + spanLabel(node), MAX_LABEL),
+      cutoff: signedMs(cutoffOffsetMs(tree, node)),
+      remaining: facts.present ? `${ms(facts.remainingMs)} → ${ms(facts.remainingAtEndMs)} ms` : '-',
+      spent: `${ms((span.endUs - span.startUs) / 1000)} ms`,
+      outcome: outcomeText(node),
+    };
+  });
+  const header: Row = {
+    label: 'SPAN (service: operation)',
+    cutoff: 'CUTOFF',
+    remaining: 'REMAINING start → end',
+    spent: 'SPENT',
+    outcome: 'OUTCOME',
+  };
+  const width = (key: keyof Row) => Math.max(...[header, ...rows].map((row) => [...row[key]].length));
+  const w = { label: width('label'), cutoff: width('cutoff'), remaining: width('remaining'), spent: width('spent') };
+  const pad = (text: string, n: number) => text + ' '.repeat(Math.max(0, n - [...text].length));
+  const padStart = (text: string, n: number) => ' '.repeat(Math.max(0, n - [...text].length)) + text;
+  const line = (row: Row) =>
+    [
+      pad(row.label, w.label),
+      padStart(row.cutoff, w.cutoff),
+      padStart(row.remaining, w.remaining),
+      padStart(row.spent, w.spent),
+      row.outcome,
+    ]
+      .join('  ')
+      .trimEnd();
+
+  const root = tree.roots[0];
+  const budget = root?.facts.budgetMs === undefined ? '' : `, root budget ${ms(root.facts.budgetMs)} ms`;
+  const out = [`trace ${printable(tree.traceId)} (${rows.length} span${rows.length === 1 ? '' : 's'}${budget})`];
+  out.push(line(header), ...rows.map(line), '', renderSummary(tree));
+  return out.join('\n');
+}
+
+export function renderSummary(tree: LineageTree): string {
+  const summary = summarize(tree);
+  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+  const lines = [
+    `summary: ${plural(summary.late.length, 'late child')}`.replace('childs', 'children') +
+      `, ${summary.exceeded} exceeded, ${summary.aborted} aborted, ${summary.refused} refused`,
+  ];
+  for (const node of summary.late) {
+    const parent = node.parent;
+    const theirs = parent === undefined ? '' : `, parent's ${signedMs(cutoffOffsetMs(tree, parent))}`;
+    lines.push(
+      `  late: ${spanLabel(node)}: ${printable(node.facts.violations.join(',') || 'late')} ` +
+        `(cutoff ${signedMs(cutoffOffsetMs(tree, node))}${theirs})`,
+    );
+  }
+  return lines.join('\n');
+}

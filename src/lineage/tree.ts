@@ -1,0 +1,124 @@
+import { deadlineFacts, type DeadlineFacts, type LineageSpan, type LineageTrace } from './model';
+
+export interface LineageNode {
+  span: LineageSpan;
+  facts: DeadlineFacts;
+  depth: number;
+  parent: LineageNode | undefined;
+  children: LineageNode[];
+  /** True for the last child of its parent (drawing the tree needs it). */
+  last: boolean;
+  /** For each ancestor level, whether that ancestor was a last child. */
+  ancestorsLast: boolean[];
+}
+
+export interface LineageTree {
+  traceId: string;
+  roots: LineageNode[];
+  /** Depth-first, children in start order: the order lines and bars are drawn in. */
+  ordered: LineageNode[];
+  /** Start of the earliest root span, epoch microseconds: time zero for every offset shown. */
+  originUs: number;
+  /** The root's cutoff in epoch ms, when the root ran under a deadline. */
+  rootCutoffMs: number | undefined;
+}
+
+export interface LineageSummary {
+  spans: number;
+  late: LineageNode[];
+  exceeded: number;
+  aborted: number;
+  refused: number;
+}
+
+/**
+ * Links spans to their parents. A span whose parent is not in the trace (its
+ * caller was not exported, or a remote parent) becomes a root of its own.
+ * Duplicate span ids are kept as separate lines; children attach to the first.
+ */
+export function buildTree(trace: LineageTrace): LineageTree {
+  const nodes = trace.spans.map(
+    (span): LineageNode => ({
+      span,
+      facts: deadlineFacts(span),
+      depth: 0,
+      parent: undefined,
+      children: [],
+      last: true,
+      ancestorsLast: [],
+    }),
+  );
+  const byId = new Map<string, LineageNode>();
+  for (const node of nodes) if (!byId.has(node.span.spanId)) byId.set(node.span.spanId, node);
+
+  const roots: LineageNode[] = [];
+  for (const node of nodes) {
+    const parent = node.span.parentSpanId === undefined ? undefined : byId.get(node.span.parentSpanId);
+    if (parent === undefined || parent === node) roots.push(node);
+    else {
+      node.parent = parent;
+      parent.children.push(node);
+    }
+  }
+  const byStart = (a: LineageNode, b: LineageNode) => a.span.startUs - b.span.startUs;
+  roots.sort(byStart);
+
+  const ordered: LineageNode[] = [];
+  // Iterative walk: a trace can be deep, and a cycle in bad input must not recurse forever.
+  const seen = new Set<LineageNode>();
+  const stack: { node: LineageNode; depth: number; last: boolean; ancestorsLast: boolean[] }[] = [];
+  for (let i = roots.length - 1; i >= 0; i--) {
+    stack.push({ node: roots[i], depth: 0, last: i === roots.length - 1, ancestorsLast: [] });
+  }
+  while (stack.length > 0) {
+    const { node, depth, last, ancestorsLast } = stack.pop()!;
+    if (seen.has(node)) continue;
+    seen.add(node);
+    node.depth = depth;
+    node.last = last;
+    node.ancestorsLast = ancestorsLast;
+    ordered.push(node);
+    node.children.sort(byStart);
+    const childAncestors = depth === 0 ? [] : [...ancestorsLast, last];
+    for (let i = node.children.length - 1; i >= 0; i--) {
+      stack.push({ node: node.children[i], depth: depth + 1, last: i === node.children.length - 1, ancestorsLast: childAncestors });
+    }
+  }
+  // Spans caught in a parent cycle were never reached from a root: show them at top level.
+  for (const node of nodes) {
+    if (seen.has(node)) continue;
+    node.parent = undefined;
+    ordered.push(node);
+  }
+
+  const origin = roots.length > 0 ? roots[0] : nodes[0];
+  return {
+    traceId: trace.traceId,
+    roots,
+    ordered,
+    originUs: origin === undefined ? 0 : origin.span.startUs,
+    rootCutoffMs: origin?.facts.atMs,
+  };
+}
+
+export function summarize(tree: LineageTree): LineageSummary {
+  const summary: LineageSummary = { spans: tree.ordered.length, late: [], exceeded: 0, aborted: 0, refused: 0 };
+  for (const node of tree.ordered) {
+    const { facts } = node;
+    if (facts.late) summary.late.push(node);
+    if (facts.exceeded) summary.exceeded++;
+    if (facts.abortCode !== undefined) summary.aborted++;
+    if (facts.outcome === 'not_started') summary.refused++;
+  }
+  return summary;
+}
+
+/** Milliseconds from the trace's time zero to the span's own cutoff. */
+export function cutoffOffsetMs(tree: LineageTree, node: LineageNode): number | undefined {
+  return node.facts.atMs === undefined ? undefined : node.facts.atMs - tree.originUs / 1000;
+}
+
+/** True when any span of any tree was flagged late by the span processor. */
+export function hasViolation(trees: LineageTree[]): boolean {
+  return trees.some((tree) => tree.ordered.some((node) => node.facts.late));
+}
