@@ -90,11 +90,15 @@ export class DeadlinePropagator implements TextMapPropagator {
       const atMs = String(Math.floor(deadline.expiresAtMs));
       setter.set(carrier, HEADER_REMAINING_MS, String(Math.floor(deadline.remainingMs())));
       setter.set(carrier, HEADER_AT_MS, atMs);
-      // Serialize through OTel's own baggage codec so the user's entries keep their encoding.
-      const bag = (propagation.getBaggage(ctx) ?? propagation.createBaggage()).setEntry(BAGGAGE_DEADLINE_KEY, {
-        value: atMs,
-      });
-      this.baggageCodec.inject(propagation.setBaggage(ctx, bag), carrier, setter);
+      const bag = propagation.getBaggage(ctx);
+      if (bag === undefined || bag.getAllEntries().every(([key]) => key === BAGGAGE_DEADLINE_KEY)) {
+        // Only our entry: no user entries to encode, so skip the codec on this hot path.
+        setter.set(carrier, HEADER_BAGGAGE, `${BAGGAGE_DEADLINE_KEY}=${atMs}`);
+      } else {
+        // Serialize through OTel's own baggage codec so the user's entries keep their encoding.
+        const withOurs = bag.setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });
+        this.baggageCodec.inject(propagation.setBaggage(ctx, withOurs), carrier, setter);
+      }
     } catch {
       // A propagator must never break the request it rides on.
     }

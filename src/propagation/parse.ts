@@ -17,30 +17,32 @@ const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000,
 
 export type HeaderValue = string | string[] | undefined;
 
-/**
- * Splits a possibly multi-valued header (array, or comma-joined by a proxy)
- * into trimmed items, bounded in length and count.
- */
-function items(raw: HeaderValue): string[] {
-  if (raw === undefined) return [];
-  const values = Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
-  const out: string[] = [];
-  for (const value of values) {
-    if (typeof value !== 'string' || value.length > MAX_HEADER_VALUE_LENGTH) continue;
-    for (const part of value.split(',', MAX_LIST_ITEMS)) {
-      const trimmed = part.trim();
-      if (trimmed.length > 0) out.push(trimmed);
-    }
+type ParseOne = (item: string) => number | undefined;
+
+/** The smallest valid item of one header value, which a proxy may have comma-joined. */
+function smallestInValue(value: unknown, parseOne: ParseOne): number | undefined {
+  if (typeof value !== 'string' || value.length > MAX_HEADER_VALUE_LENGTH) return undefined;
+  if (!value.includes(',')) return parseOne(value.trim());
+  let best: number | undefined;
+  for (const part of value.split(',', MAX_LIST_ITEMS)) {
+    const parsed = parseOne(part.trim());
+    if (parsed !== undefined && (best === undefined || parsed < best)) best = parsed;
   }
-  return out;
+  return best;
 }
 
-/** The smallest valid value wins: that can only shorten a budget, never extend it. */
-function smallest(raw: HeaderValue, parseOne: (item: string) => number | undefined): number | undefined {
+/**
+ * The smallest valid value of a possibly multi-valued header wins: that can
+ * only shorten a budget, never extend it. Bounded in length and count.
+ */
+function smallest(raw: HeaderValue, parseOne: ParseOne): number | undefined {
+  if (raw === undefined) return undefined;
+  if (!Array.isArray(raw)) return smallestInValue(raw, parseOne);
   let best: number | undefined;
-  for (const item of items(raw)) {
-    const value = parseOne(item);
-    if (value !== undefined && (best === undefined || value < best)) best = value;
+  const count = Math.min(raw.length, MAX_LIST_ITEMS);
+  for (let i = 0; i < count; i++) {
+    const parsed = smallestInValue(raw[i], parseOne);
+    if (parsed !== undefined && (best === undefined || parsed < best)) best = parsed;
   }
   return best;
 }

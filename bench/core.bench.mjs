@@ -1,0 +1,127 @@
+// npm run bench — the core, side by side with the baselines, in one process.
+//  (a) open + dispose a child under a long-lived root: this package vs a
+//      seed-000-style child (setTimeout + AbortSignal.any per child).
+//  (b) propagator inject + extract vs W3CTraceContextPropagator.
+// Prints a Markdown section between <!-- bench:core --> markers.
+import { ROOT_CONTEXT, defaultTextMapGetter, defaultTextMapSetter, trace, TraceFlags } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { DeadlinePropagator, openDeadline, setDeadline } from '../dist/esm/index.mjs';
+
+if (typeof globalThis.gc !== 'function') {
+  console.error('run with node --expose-gc (npm run bench does)');
+  process.exit(2);
+}
+
+const ROUNDS = 7;
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const fmt = (n, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+function settle() {
+  for (let i = 0; i < 4; i++) globalThis.gc();
+  return process.memoryUsage().heapUsed;
+}
+
+/** Times `ops` calls of `fn` per round, alternating candidates each round; returns median ns/op per candidate. */
+function sideBySide(candidates, ops) {
+  const samples = new Map(candidates.map(([name]) => [name, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [name, fn] of candidates) {
+      const start = process.hrtime.bigint();
+      for (let i = 0; i < ops.get(name); i++) fn(i);
+      samples.get(name).push(Number(process.hrtime.bigint() - start) / ops.get(name));
+    }
+  }
+  return new Map([...samples].map(([name, xs]) => [name, median(xs)]));
+}
+
+// ---- (a) children under a long-lived root
+const root = openDeadline({ operation: 'root', timeoutMs: 3_600_000, parent: null });
+void root.signal; // armed, as in a real server where the root's signal is used
+const seedRoot = new AbortController();
+
+function seedChild() {
+  const local = new AbortController();
+  const timer = setTimeout(() => local.abort(new Error('deadline')), 60_000);
+  const signal = AbortSignal.any([local.signal, seedRoot.signal]);
+  return { signal, dispose: () => clearTimeout(timer) };
+}
+const candidatesA = [
+  ['otel-deadline: open + dispose', () => root.child('child', 60_000).dispose()],
+  ['otel-deadline: open + signal + dispose', () => {
+    const c = root.child('child', 60_000);
+    void c.signal;
+    c.dispose();
+  }],
+  ['seed style: setTimeout + AbortSignal.any', () => {
+    const c = seedChild();
+    void c.signal;
+    c.dispose();
+  }],
+];
+const opsA = new Map([
+  [candidatesA[0][0], 200_000],
+  [candidatesA[1][0], 100_000],
+  [candidatesA[2][0], 10_000],
+]);
+// Warm up every candidate before measuring.
+for (const [, fn] of candidatesA) for (let i = 0; i < 5_000; i++) fn(i);
+const timeA = sideBySide(candidatesA, opsA);
+
+const MILLION = 1_000_000;
+function retainedAfterMillion(fn) {
+  const before = settle();
+  for (let i = 0; i < MILLION; i++) fn(i);
+  return (settle() - before) / 1024 / 1024;
+}
+const retainedA = new Map(candidatesA.map(([name, fn]) => [name, retainedAfterMillion(fn)]));
+
+// ---- (b) propagator inject + extract
+const deadlinePropagator = new DeadlinePropagator();
+const traceContextPropagator = new W3CTraceContextPropagator();
+const deadline = openDeadline({ operation: 'hop', timeoutMs: 3_600_000, parent: null });
+const deadlineCtx = setDeadline(ROOT_CONTEXT, deadline);
+const spanCtx = trace.setSpanContext(ROOT_CONTEXT, {
+  traceId: '0af7651916cd43dd8448eb211c80319c',
+  spanId: 'b7ad6b7169203331',
+  traceFlags: TraceFlags.SAMPLED,
+});
+function roundTrip(propagator, ctx) {
+  const carrier = {};
+  propagator.inject(ctx, carrier, defaultTextMapSetter);
+  return propagator.extract(ROOT_CONTEXT, carrier, defaultTextMapGetter);
+}
+const candidatesB = [
+  ['DeadlinePropagator inject + extract', () => roundTrip(deadlinePropagator, deadlineCtx)],
+  ['W3CTraceContextPropagator inject + extract', () => roundTrip(traceContextPropagator, spanCtx)],
+];
+const opsB = new Map(candidatesB.map(([name]) => [name, 100_000]));
+for (const [, fn] of candidatesB) for (let i = 0; i < 10_000; i++) fn(i);
+const timeB = sideBySide(candidatesB, opsB);
+
+// ---- report
+const ours = timeA.get(candidatesA[0][0]);
+const oursArmed = timeA.get(candidatesA[1][0]);
+const seed = timeA.get(candidatesA[2][0]);
+const propRatio = timeB.get(candidatesB[0][0]) / timeB.get(candidatesB[1][0]);
+const lines = [
+  '<!-- bench:core -->',
+  '### Core (`npm run bench`)',
+  '',
+  `Median of ${ROUNDS} alternating rounds; heap retained measured after 1,000,000 children and a full gc.`,
+  '',
+  '| (a) child under a long-lived root | ns/op (median) | heap retained after 1M children |',
+  '|---|---:|---:|',
+  ...candidatesA.map(([name]) => `| ${name} | ${fmt(timeA.get(name))} | ${fmt(retainedA.get(name), 2)} MiB |`),
+  '',
+  `Speed-up over the seed style: **${fmt(seed / ours, 1)}×** (open + dispose), **${fmt(seed / oursArmed, 1)}×** (with the signal armed). Target ≥ 20×, and < 1 MiB retained.`,
+  '',
+  '| (b) propagator | ns/op (median) |',
+  '|---|---:|',
+  ...candidatesB.map(([name]) => `| ${name} | ${fmt(timeB.get(name))} |`),
+  '',
+  `Ratio to trace-context: **${fmt(propRatio, 2)}×** (target ≤ 3×).`,
+  '<!-- /bench:core -->',
+];
+console.log(lines.join('\n'));
+root.dispose();
+deadline.dispose();
