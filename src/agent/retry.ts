@@ -53,6 +53,12 @@ export interface RetryOptions {
   /** Time kept back for the caller after the last attempt; attempts are aborted that early. Default 0. */
   reserveMs?: number;
   /**
+   * A cap on each attempt, clamped under the shared deadline. An attempt that
+   * hits its own cap (and not the shared deadline) counts as a retryable
+   * failure. Default: none, each attempt may use all that is left.
+   */
+  attemptTimeoutMs?: number;
+  /**
    * Decides whether a failed attempt is worth repeating. It is never asked about
    * deadline errors (`DEADLINE_EXCEEDED`, `INSUFFICIENT_BUDGET`, `CANCELLED`, on the
    * error or a cause) or a reply carrying `x-deadline-expired`: those always stop.
@@ -85,6 +91,7 @@ interface Plan {
   backoffFor: (attempt: number) => number;
   minAttemptMs: number;
   reserveMs: number;
+  attemptTimeoutMs: number | undefined;
   retryable: (err: unknown) => boolean;
   idempotencyKey: string;
 }
@@ -118,6 +125,8 @@ function checkPlan(options: RetryOptions): Plan {
     backoffFor: (attempt) => checkDuration(`backoffMs(${attempt})`, base(attempt)) * (1 - jitter * Math.random()),
     minAttemptMs: options.minAttemptMs === undefined ? 0 : checkDuration('minAttemptMs', options.minAttemptMs),
     reserveMs: options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs),
+    attemptTimeoutMs:
+      options.attemptTimeoutMs === undefined ? undefined : checkDuration('attemptTimeoutMs', options.attemptTimeoutMs),
     retryable,
     idempotencyKey,
   };
@@ -237,14 +246,23 @@ export async function retryWithinDeadline<T>(
         throw stop;
       }
 
+      // With attemptTimeoutMs each attempt runs under its own, shorter child.
+      const own =
+        plan.attemptTimeoutMs === undefined
+          ? undefined
+          : openDeadlineUnder(scope ?? null, {
+              operation: plan.operation,
+              timeoutMs: plan.attemptTimeoutMs,
+              signal: scope === undefined ? signal : undefined,
+            });
       try {
         const info: RetryAttempt = {
           attempt,
-          signal,
-          remainingMs: scope === undefined ? Infinity : scope.remainingMs(),
+          signal: own?.signal ?? signal,
+          remainingMs: (own ?? scope)?.remainingMs() ?? Infinity,
           idempotencyKey: plan.idempotencyKey,
         };
-        const value = await context.with(inner, () => fn(info));
+        const value = await context.with(own === undefined ? inner : setDeadline(inner, own), () => fn(info));
         record(attempt, true, backoffMs, 'succeeded');
         return value;
       } catch (err) {
@@ -253,9 +271,12 @@ export async function retryWithinDeadline<T>(
         let thrown: unknown = err;
         const code = deadlineCodeOf(err);
         if (signal.aborted) {
-          // The attempt's own deadline or the caller's cancellation ended it.
+          // The shared deadline (less the reserve) or the caller's cancellation ended it.
           thrown = isRefusal(err) ? err : stopForAbort(plan.operation, signal.reason, err);
           decision = decisionForCode(abortCodeOf(thrown));
+        } else if (own?.aborted) {
+          // Only this attempt's own cap: the shared budget decides at the next check.
+          decision = attempt >= plan.attempts ? 'attempts_exhausted' : 'retry';
         } else if (code !== undefined) decision = decisionForCode(code);
         else if (carriesDeadlineExpired(err)) decision = 'deadline_expired_reply';
         else if (!safeRetryable(plan.retryable, err)) decision = 'not_retryable';
@@ -263,6 +284,8 @@ export async function retryWithinDeadline<T>(
         else decision = 'retry';
         record(attempt, true, backoffMs, decision, err);
         if (decision !== 'retry') throw thrown;
+      } finally {
+        own?.dispose();
       }
     }
   } catch (err) {
