@@ -56,15 +56,17 @@ function program(io: CliIo): Command {
 async function run(source: string, options: CliOptions, io: CliIo): Promise<number> {
   const traces = await loadTraces(source, { traceId: options.trace, timeoutMs: options.timeout });
   const trees = traces.map(buildTree);
-  io.out(`${trees.map(renderText).join('\n\n')}\n`);
+  // The page is written before anything is printed, so a failure leaves one clean error line.
   if (options.html !== undefined) {
+    const title = `Deadline lineage: ${isUrl(source) ? source : source.split('/').pop()}`;
     try {
-      await writeFile(options.html, renderHtml(trees, `Deadline lineage: ${isUrl(source) ? source : source.split('/').pop()}`));
+      await writeFile(options.html, renderHtml(trees, title));
     } catch (err) {
       throw new LineageInputError(`cannot write ${options.html}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
-    io.out(`timeline written to ${options.html}\n`);
   }
+  io.out(`${trees.map(renderText).join('\n\n')}\n`);
+  if (options.html !== undefined) io.out(`timeline written to ${options.html}\n`);
   return options.failOnViolation === true && hasViolation(trees) ? EXIT_VIOLATION : 0;
 }
 

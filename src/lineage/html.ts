@@ -95,8 +95,9 @@ function renderSvg(tree: LineageTree): string {
     const mid = y + ROW_H / 2;
     const start = (node.span.startUs - origin) / 1000;
     const end = (node.span.endUs - origin) / 1000;
-    const barX = x(start);
-    const barW = Math.max(2, x(end) - barX);
+    // Whole pixels and a visible minimum, so a short span still shows its colour unblended.
+    const barX = Math.round(x(start));
+    const barW = Math.max(4, Math.round(x(end)) - barX);
     const late = node.facts.late;
     const classes = ['bar', `outcome-${node.facts.present ? (node.facts.outcome ?? 'unknown') : 'none'}`];
     if (late) classes.push('late');
@@ -106,7 +107,7 @@ function renderSvg(tree: LineageTree): string {
       `<text class="label${late ? ' late' : ''}" x="${8 + node.depth * 14}" y="${mid + 4}">` +
         `${escapeHtml(clipLabel(spanLabel(node), node.depth))}${title}</text>`,
       `<rect class="${classes.join(' ')}" data-span-id="${escapeHtml(node.span.spanId)}" data-late="${late}" ` +
-        `x="${barX.toFixed(1)}" y="${(mid - BAR_H / 2).toFixed(1)}" width="${barW.toFixed(1)}" height="${BAR_H}" ` +
+        `x="${barX}" y="${mid - BAR_H / 2}" width="${barW}" height="${BAR_H}" ` +
         `fill="${colorOf(node)}">${title}</rect>`,
     );
     const cutoff = cutoffOffsetMs(tree, node);
@@ -147,7 +148,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:15px;margin:28px 0 6px;font-family
 svg{display:block;max-width:100%;height:auto;border:1px solid #ddd}
 svg text{font:12px ui-monospace,monospace;fill:#222}svg text.tick{fill:#666;font-size:11px}
 svg text.label.late{fill:${LATE_COLOR};font-weight:600}
-.grid{stroke:#eee}.stripe{fill:#fafafa}
+.bar{shape-rendering:crispEdges}.grid{stroke:#eee}.stripe{fill:#fafafa}
 .cutoff line{stroke:#222;stroke-width:2}.cutoff path{fill:#222}
 .cutoff.late line{stroke:${LATE_COLOR}}.cutoff.late path{fill:${LATE_COLOR}}
 .root-cutoff{stroke:#444;stroke-width:1;stroke-dasharray:4 3}
