@@ -1,0 +1,118 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  admit,
+  DeadlineCancelledError,
+  DeadlineExceededError,
+  getDeadline,
+  InsufficientBudgetError,
+  openDeadline,
+  withAdmission,
+  withDeadline,
+} from '../../src';
+import { installOtel, sleep, type TestOtel } from '../helpers/otel';
+import { reply, startDependency, type FakeDependency } from './fixtures';
+
+let otel: TestOtel;
+let enrichment: FakeDependency | undefined;
+beforeAll(() => {
+  otel = installOtel();
+});
+afterAll(() => otel.shutdown());
+beforeEach(() => otel.exporter.reset());
+afterEach(async () => {
+  await enrichment?.close();
+  enrichment = undefined;
+});
+
+function cancelledAfterOpening() {
+  const caller = new AbortController();
+  const d = openDeadline({ operation: 'r', timeoutMs: 5_000, parent: null, signal: caller.signal });
+  caller.abort(new Error('left'));
+  return d;
+}
+
+describe('admit', () => {
+  it('returns the usable time: remaining minus the reserve', () => {
+    const d = openDeadline({ operation: 'agent.run', timeoutMs: 1_000, parent: null });
+    const usable = admit(200, { reserveMs: 300, deadline: d });
+    expect(usable).toBeGreaterThan(600);
+    expect(usable).toBeLessThanOrEqual(700);
+    d.dispose();
+  });
+
+  const refusals: [string, number, object, () => ReturnType<typeof openDeadline>, unknown][] = [
+    ['too little usable after the reserve', 500, { reserveMs: 300 }, () => openDeadline({ operation: 'r', timeoutMs: 700, parent: null }), InsufficientBudgetError],
+    ['nothing usable at all', 0, { reserveMs: 800 }, () => openDeadline({ operation: 'r', timeoutMs: 700, parent: null }), InsufficientBudgetError],
+    ['a passed deadline', 0, {}, () => openDeadline({ operation: 'r', expiresAtMs: Date.now() + 1, parent: null }), DeadlineExceededError],
+    ['a cancelled deadline', 0, {}, cancelledAfterOpening, DeadlineCancelledError],
+  ];
+  it.each(refusals)('throws for %s', async (_name, minUsefulMs, options, make, type) => {
+    const d = make();
+    await sleep(5);
+    expect(() => admit(minUsefulMs, { ...options, deadline: d })).toThrow(type as never);
+    d.dispose();
+  });
+
+  it('reads the active deadline, and admits anything with none (Infinity)', async () => {
+    expect(admit(10_000)).toBe(Infinity);
+    await withDeadline({ operation: 'agent.run', timeoutMs: 300, parent: null }, () => {
+      expect(getDeadline()).toBeDefined();
+      expect(() => admit(400)).toThrow(InsufficientBudgetError);
+      expect(() => admit(100, { reserveMs: 250 })).toThrow(/needs 350 ms/);
+    });
+  });
+
+  it('rejects bad arguments clearly', () => {
+    expect(() => admit(-1)).toThrow(RangeError);
+    expect(() => admit(NaN)).toThrow(RangeError);
+    expect(() => admit(1, { reserveMs: Infinity })).toThrow(RangeError);
+    expect(() => admit('5' as never)).toThrow(TypeError);
+  });
+});
+
+describe('withAdmission: keeping 300 ms to serialize a partial answer', () => {
+  it('skips an optional enrichment that cannot fit, returns the partial result; the skipped span is not_started', async () => {
+    enrichment = await startDependency((_req, res) => reply(res, 200, { extra: true }));
+    const url = enrichment.url;
+    const answer = await withDeadline({ operation: 'agent.run', timeoutMs: 900, parent: null }, async () => {
+      const parts: string[] = ['facts'];
+      await sleep(300); // planning and the required tools used part of the budget
+      try {
+        await withAdmission({ operation: 'enrichment', minUsefulMs: 400, reserveMs: 300 }, async (d) => {
+          const res = await fetch(url, { signal: d.signal });
+          parts.push(((await res.json()) as { extra: boolean }).extra ? 'comparison' : '');
+        });
+      } catch (err) {
+        if (!(err instanceof InsufficientBudgetError)) throw err;
+      }
+      return { status: parts.length === 1 ? 'partial' : 'complete', parts, leftMs: getDeadline()!.remainingMs() };
+    });
+    expect(answer.status).toBe('partial');
+    expect(answer.parts).toEqual(['facts']);
+    expect(answer.leftMs).toBeGreaterThan(250);
+    expect(enrichment.arrivals).toHaveLength(0);
+    const skipped = otel.span('enrichment');
+    expect(skipped.attributes['deadline.outcome']).toBe('not_started');
+    expect(skipped.parentSpanContext?.spanId).toBe(otel.span('agent.run').spanContext().spanId);
+    expect(skipped.attributes['deadline.late']).toBeUndefined();
+  });
+
+  it('runs the enrichment when it fits, with a deadline that ends reserveMs before the caller', async () => {
+    let rootCutoff = 0;
+    let childCutoff = 0;
+    await withDeadline({ operation: 'agent.run', timeoutMs: 2_000, parent: null }, async (root) => {
+      rootCutoff = root.expiresAtMs;
+      await withAdmission({ operation: 'enrichment', minUsefulMs: 400, reserveMs: 300 }, (d) => {
+        childCutoff = d.expiresAtMs;
+      });
+    });
+    expect(rootCutoff - childCutoff).toBeGreaterThanOrEqual(299);
+    expect(rootCutoff - childCutoff).toBeLessThan(350);
+    expect(otel.span('enrichment').attributes['deadline.outcome']).toBe('completed');
+  });
+
+  it('needs a deadline or a timeoutMs', async () => {
+    await expect(withAdmission({ operation: 'x', minUsefulMs: 1 }, () => 1)).rejects.toThrow(/active deadline or a timeoutMs/);
+    expect(await withAdmission({ operation: 'x', minUsefulMs: 1, timeoutMs: 100 }, () => 2)).toBe(2);
+  });
+});
