@@ -1,0 +1,140 @@
+/**
+ * A sender whose wall clock is off by ±30 s, over a real loopback HTTP hop.
+ *
+ * The sender's skew is real as far as the package can tell: Date.now() is
+ * shifted while the sender opens its deadline and injects it, so its
+ * `x-deadline-at-ms` and baggage `deadline.at_ms` come from the skewed clock
+ * while `x-deadline-remaining-ms` comes from the monotonic one, exactly as on
+ * a host with a wrong clock.
+ */
+import {
+  defaultTextMapGetter,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  trace,
+  type Context,
+  type TextMapPropagator,
+} from '@opentelemetry/api';
+import type { IncomingHttpHeaders } from 'node:http';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import {
+  ATTR_DEADLINE_BUDGET_MS,
+  ATTR_DEADLINE_WIRE_SKEW_MS,
+  DeadlinePropagator,
+  getDeadline,
+  openDeadline,
+  setDeadline,
+  type ClockPolicy,
+} from '../../src';
+import { installOtel, type TestOtel } from '../helpers/otel';
+import { send, startFixture, type Fixture } from './http-fixture';
+
+const SENDER_BUDGET_MS = 2_000;
+const SKEW_MS = 30_000;
+
+let otel: TestOtel;
+let server: Fixture;
+/** How the receiving hop reads headers; the default is the globally installed composite propagator. */
+let receive: (headers: IncomingHttpHeaders) => Context;
+const received: { budgetMs: number; remainingMs: number }[] = [];
+
+beforeAll(async () => {
+  otel = installOtel();
+  server = await startFixture((req, res) => {
+    const ctx = receive(req.headers);
+    const span = trace.getTracer('clock-skew.test').startSpan('inventory.handle', { kind: SpanKind.SERVER }, ctx);
+    const deadline = getDeadline(ctx);
+    if (deadline !== undefined) received.push({ budgetMs: deadline.budgetMs, remainingMs: deadline.remainingMs() });
+    span.end();
+    res.end();
+  });
+});
+afterAll(async () => {
+  await server.close();
+  await otel.shutdown();
+});
+beforeEach(() => {
+  otel.exporter.reset();
+  received.length = 0;
+  receive = (headers) => propagation.extract(ROOT_CONTEXT, headers);
+});
+
+function receiveWith(clock: ClockPolicy): void {
+  const propagator: TextMapPropagator = new DeadlinePropagator({ clock });
+  receive = (headers) => propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+}
+
+/**
+ * Opens a deadline and injects it on a host whose wall clock is `skewMs` off,
+ * then sends it. Resolves with how long the whole exchange took, which bounds
+ * the time the budget legitimately lost in flight.
+ */
+async function sendFromSkewedSender(skewMs: number): Promise<{ elapsedMs: number }> {
+  const realNow = Date.now.bind(Date);
+  const started = performance.now();
+  const headers: Record<string, string> = {};
+  const skewed = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + skewMs);
+  let deadline;
+  try {
+    deadline = openDeadline({ operation: 'checkout', timeoutMs: SENDER_BUDGET_MS, parent: null });
+    propagation.inject(setDeadline(ROOT_CONTEXT, deadline), headers);
+  } finally {
+    skewed.mockRestore();
+  }
+  expect(Number(headers['x-deadline-at-ms']) - realNow()).toBeGreaterThan(skewMs + SENDER_BUDGET_MS - 1_000);
+  await send(`${server.url}/reserve`, { headers });
+  deadline.dispose();
+  return { elapsedMs: performance.now() - started };
+}
+
+function handlerSpanAttributes() {
+  return otel.span('inventory.handle').attributes;
+}
+
+describe.each([
+  ['ahead', SKEW_MS],
+  ['behind', -SKEW_MS],
+])('a sender whose clock is 30 s %s', (_label, skewMs) => {
+  it('the default policy (min) never extends the budget', async () => {
+    const { elapsedMs } = await sendFromSkewedSender(skewMs);
+    expect(received).toHaveLength(1);
+    const [{ budgetMs, remainingMs }] = received;
+    expect(budgetMs).toBeLessThanOrEqual(SENDER_BUDGET_MS);
+    expect(remainingMs).toBeLessThanOrEqual(SENDER_BUDGET_MS);
+    if (skewMs > 0) {
+      // The relative value wins: the budget is what the sender had, less the time in flight.
+      expect(budgetMs).toBeGreaterThanOrEqual(SENDER_BUDGET_MS - elapsedMs);
+    } else {
+      // The skewed absolute value wins: shorter, never longer. The hop starts out expired.
+      expect(budgetMs).toBe(0);
+    }
+    expect(handlerSpanAttributes()[ATTR_DEADLINE_BUDGET_MS]).toBe(Math.round(budgetMs));
+  });
+
+  it('shows the skew in deadline.wire_skew_ms on the receiving span', async () => {
+    const { elapsedMs } = await sendFromSkewedSender(skewMs);
+    const wireSkew = handlerSpanAttributes()[ATTR_DEADLINE_WIRE_SKEW_MS] as number;
+    // Absolute minus relative: the skew, less the time in flight, give or take Date.now()'s whole ms.
+    expect(wireSkew).toBeLessThanOrEqual(skewMs + 2);
+    expect(wireSkew).toBeGreaterThanOrEqual(skewMs - elapsedMs - 2);
+  });
+
+  it("clock: 'relative' ignores the skew: the budget is the sender's remaining time", async () => {
+    receiveWith('relative');
+    const { elapsedMs } = await sendFromSkewedSender(skewMs);
+    const [{ budgetMs }] = received;
+    expect(budgetMs).toBeLessThanOrEqual(SENDER_BUDGET_MS);
+    expect(budgetMs).toBeGreaterThanOrEqual(SENDER_BUDGET_MS - elapsedMs);
+    // The skew is still reported, for diagnosis.
+    expect(Math.abs(handlerSpanAttributes()[ATTR_DEADLINE_WIRE_SKEW_MS] as number)).toBeGreaterThan(SKEW_MS - 1_000);
+  });
+
+  it("clock: 'absolute' follows the sender's clock (why it is not the default)", async () => {
+    receiveWith('absolute');
+    const { elapsedMs } = await sendFromSkewedSender(skewMs);
+    const [{ budgetMs }] = received;
+    if (skewMs > 0) expect(budgetMs).toBeGreaterThanOrEqual(SENDER_BUDGET_MS + skewMs - elapsedMs);
+    else expect(budgetMs).toBe(0);
+  });
+});
