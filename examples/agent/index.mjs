@@ -1,0 +1,3 @@
+export { startAgentServices, DEFAULT_SERVICE_OPTIONS } from './services.mjs';
+export { runAgentScenario } from './scenario.mjs';
+export { startTracing } from './tracing.mjs';
