@@ -1,2 +1,4 @@
-// Transport instrumentation (fetch, undici, node:http/https) lives here.
-export {};
+// Transport instrumentation: fetch, undici 7, node:http/https clients and servers.
+export { DeadlineInstrumentation } from './DeadlineInstrumentation';
+export type { DeadlineInstrumentationConfig, DeadlineMode, OutgoingRequestInfo } from './types';
+export { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT, HEADER_DEADLINE_EXPIRED } from './names';

@@ -1,0 +1,185 @@
+import http from 'node:http';
+import https from 'node:https';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
+import { join } from 'node:path';
+import { context, type Span } from '@opentelemetry/api';
+import { InstrumentationBase, InstrumentationNodeModuleDefinition } from '@opentelemetry/instrumentation';
+import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
+import { resolveConfig, type ResolvedConfig } from './config';
+import { CALL_KEY, type OutgoingCall } from './client/call';
+import { subscribeUndiciChannels } from './client/channels';
+import { makeFetchWrapper } from './client/fetch';
+import { makeHttpWrapper } from './client/http';
+import { makeUndiciWrapper } from './client/undici';
+import type { ClientHost } from './client/host';
+import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './names';
+import { patchServerPrototype } from './server/patch';
+import type { ServerHost } from './server/listener';
+import type { DeadlineInstrumentationConfig } from './types';
+import { wrapMethod, type MethodPatch } from './wrap';
+
+type Exports = Record<string, unknown>;
+
+const UNDICI_APIS = ['request', 'stream', 'pipeline'] as const;
+
+/** A call object from the context a transport hook runs in, or from the request it was made with. */
+function callIn(request?: object): OutgoingCall | undefined {
+  const fromRequest = request === undefined ? undefined : requestCalls.get(request);
+  const value = fromRequest ?? context.active().getValue(CALL_KEY);
+  return typeof value === 'object' && value !== null ? (value as OutgoingCall) : undefined;
+}
+
+/** node:http requests whose call started inside an outer http instrumentation (found by its requestHook). */
+const requestCalls = new WeakMap<object, OutgoingCall>();
+
+/**
+ * Carries the active deadline into every outgoing call made with global
+ * fetch, undici 7 or node:http/https, and gives every incoming node:http(s)
+ * request the deadline its caller sent. Register it like any OpenTelemetry
+ * instrumentation, next to the DeadlinePropagator and DeadlineSpanProcessor.
+ *
+ * Builtins and global fetch are patched directly when the instrumentation is
+ * enabled (they are always loaded); undici from npm through the usual module
+ * hook, plus the copy already loaded, if any.
+ */
+export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrumentationConfig> {
+  // `declare`: InstrumentationBase calls setConfig and enable from its
+  // constructor, before class field initializers would run.
+  declare private resolved: ResolvedConfig;
+  declare private propagatorForServer: DeadlinePropagator;
+  declare private patches: MethodPatch[] | undefined;
+  declare private undiciPatches: Map<object, MethodPatch[]> | undefined;
+  declare private unsubscribeChannels: (() => void) | undefined;
+
+  constructor(config: DeadlineInstrumentationConfig = {}) {
+    super(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION, config);
+  }
+
+  /** What the wrappers read on every call, so a later setConfig applies to them. */
+  private host(): ClientHost & ServerHost {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const self = this;
+    return {
+      get settings() {
+        return self.resolved;
+      },
+      get tracer() {
+        return self.tracer;
+      },
+      get serverPropagator() {
+        return self.propagatorForServer;
+      },
+      isEnabled: () => self.isEnabled(),
+    };
+  }
+
+  override setConfig(config: DeadlineInstrumentationConfig = {}): void {
+    const resolved = resolveConfig(config);
+    super.setConfig(config);
+    this.resolved = resolved;
+    this.propagatorForServer = new DeadlinePropagator({ maxIncomingMs: resolved.maxIncomingMs, operation: 'http.server' });
+  }
+
+  /**
+   * Pass as `requestHook` to HttpInstrumentation: lets the outcome of a call
+   * (`expired`, `unknown`, `not_started`) land on its client span whatever
+   * the registration order. Without it the span processor still derives
+   * `expired` / `completed` from the deadline.
+   */
+  readonly httpRequestHook = (span: Span, request: object): void => {
+    callIn(request)?.addSpan(span);
+  };
+
+  /** Pass as `requestHook` to UndiciInstrumentation, for the same reason as httpRequestHook. */
+  readonly undiciRequestHook = (span: Span): void => {
+    callIn()?.addSpan(span);
+  };
+
+  protected init(): InstrumentationNodeModuleDefinition[] {
+    return [
+      new InstrumentationNodeModuleDefinition(
+        'undici',
+        ['>=6.0.0 <8'],
+        (exports: Exports) => this.patchUndici(exports),
+        (exports: Exports | undefined) => this.unpatchUndici(exports),
+      ),
+    ];
+  }
+
+  override enable(): void {
+    super.enable();
+    if (this.patches !== undefined) return;
+    const isActive = () => this.isEnabled();
+    const host = this.host();
+    const patches: MethodPatch[] = [];
+    const add = (patch: MethodPatch | undefined) => patch !== undefined && patches.push(patch);
+    for (const [module, protocol] of [
+      [http, 'http:'],
+      [https, 'https:'],
+    ] as const) {
+      const exports = module as unknown as Exports;
+      add(wrapMethod(exports, 'request', this, isActive, makeHttpWrapper(host, protocol, false)));
+      add(wrapMethod(exports, 'get', this, isActive, makeHttpWrapper(host, protocol, true)));
+      const server = (exports.Server as { prototype: Exports }).prototype;
+      patches.push(...patchServerPrototype(host, this, server));
+    }
+    // ESM named imports of builtins (`import { request } from 'node:http'`) follow the CJS exports after this.
+    syncBuiltinESMExports();
+    if (typeof globalThis.fetch === 'function') {
+      add(wrapMethod(globalThis as unknown as Exports, 'fetch', this, isActive, makeFetchWrapper(host, 'fetch') as never));
+    }
+    this.patches = patches;
+    this.unsubscribeChannels = subscribeUndiciChannels();
+    this.patchLoadedUndici();
+  }
+
+  override disable(): void {
+    super.disable();
+    for (const patch of this.patches ?? []) patch.restore();
+    this.patches = undefined;
+    if (this.undiciPatches !== undefined) for (const exports of [...this.undiciPatches.keys()]) this.unpatchUndici(exports as Exports);
+    syncBuiltinESMExports();
+    this.unsubscribeChannels?.();
+    this.unsubscribeChannels = undefined;
+  }
+
+  /** undici may have been required before we were enabled; the module hook only sees later loads. */
+  private patchLoadedUndici(): void {
+    try {
+      // Resolved from the application's directory: that is the copy it loads.
+      const appRequire = createRequire(join(process.cwd(), 'index.js'));
+      const loaded = appRequire.cache[appRequire.resolve('undici')];
+      if (loaded?.loaded === true) this.patchUndici(loaded.exports as Exports);
+    } catch {
+      // undici is not installed where we can see it: nothing loaded to patch.
+    }
+  }
+
+  private patchUndici(moduleExports: Exports): Exports {
+    this.undiciPatches ??= new Map();
+    if (this.undiciPatches.has(moduleExports)) return moduleExports;
+    const isActive = () => this.isEnabled();
+    const host = this.host();
+    const patches: MethodPatch[] = [];
+    const add = (patch: MethodPatch | undefined) => patch !== undefined && patches.push(patch);
+    // import-in-the-middle hands us the ESM namespace; its `default` is the CommonJS exports.
+    const isNamespace = (moduleExports as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag] === 'Module';
+    const targets = isNamespace && typeof moduleExports.default === 'object' ? [moduleExports, moduleExports.default as Exports] : [moduleExports];
+    for (const target of targets) {
+      for (const api of UNDICI_APIS) add(wrapMethod(target, api, this, isActive, makeUndiciWrapper(host, api, true)));
+      add(wrapMethod(target, 'fetch', this, isActive, makeFetchWrapper(host, 'undici') as never));
+    }
+    const dispatcher = (targets[targets.length - 1].Dispatcher as { prototype?: Exports } | undefined)?.prototype;
+    if (dispatcher !== undefined) {
+      for (const api of UNDICI_APIS) add(wrapMethod(dispatcher, api, this, isActive, makeUndiciWrapper(host, api, false)));
+    }
+    this.undiciPatches.set(moduleExports, patches);
+    return moduleExports;
+  }
+
+  private unpatchUndici(moduleExports: Exports | undefined): void {
+    if (moduleExports === undefined) return;
+    for (const patch of this.undiciPatches?.get(moduleExports) ?? []) patch.restore();
+    this.undiciPatches?.delete(moduleExports);
+  }
+}

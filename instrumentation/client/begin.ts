@@ -1,0 +1,91 @@
+import { SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { isTracingSuppressed } from '@opentelemetry/core';
+import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
+import { getDeadline } from '../../src/context';
+import type { Deadline } from '../../src/deadline';
+import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../../src/errors';
+import { endRefusedSpan } from '../../src/open';
+import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
+import type { ResolvedConfig } from '../config';
+import type { OutgoingRequestInfo } from '../types';
+import { CALL_KEY, IGNORED_CALL, OutgoingCall } from './call';
+
+export interface CallRequest {
+  transport: OutgoingRequestInfo['transport'];
+  method: string;
+  hasBody: boolean;
+  /** Computed only when `ignoreOutgoingRequest` is configured. */
+  url: () => string | undefined;
+  callerSignal?: AbortSignal;
+}
+
+export type Decision =
+  | { kind: 'pass'; context?: Context }
+  | { kind: 'refuse'; error: Error }
+  | { kind: 'guard'; call: OutgoingCall; context: Context };
+
+const PASS: Decision = { kind: 'pass' };
+
+/** Why a call must not start under `deadline`, or undefined if it may. */
+export function refusalFor(deadline: Deadline, operation: string, minUsefulMs: number): Error | undefined {
+  if (deadline.aborted) {
+    const reason = deadline.abortReason;
+    return abortCodeOf(reason) === 'CANCELLED'
+      ? new DeadlineCancelledError(operation, reason)
+      : new DeadlineExceededError(operation, deadline.expiresAtMs, { cause: reason });
+  }
+  const remaining = deadline.remainingMs();
+  if (remaining <= 0) return new DeadlineExceededError(operation, deadline.expiresAtMs);
+  if (remaining < minUsefulMs) return new InsufficientBudgetError(operation, minUsefulMs, remaining);
+  return undefined;
+}
+
+/**
+ * Decides what happens to one outgoing call: passed through untouched (no
+ * deadline, tracing suppressed as exporters do, ignored by config), refused
+ * before anything is sent, or guarded.
+ */
+export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: Context): Decision {
+  if (isTracingSuppressed(ctx)) return PASS;
+  const deadline = getDeadline(ctx);
+  if (deadline === undefined) return PASS;
+  if (request.callerSignal?.aborted) return PASS;
+  const ignore = settings.ignoreOutgoingRequest;
+  if (ignore !== undefined) {
+    const info: OutgoingRequestInfo = { transport: request.transport, method: request.method, url: request.url() };
+    if (safeExecuteInTheMiddle(() => ignore(info), () => {}, true) === true) {
+      return { kind: 'pass', context: ctx.setValue(CALL_KEY, IGNORED_CALL) };
+    }
+  }
+  const observe = settings.mode === 'observe';
+  const refusal = refusalFor(deadline, `${request.transport} ${request.method}`, settings.minUsefulMs);
+  if (refusal !== undefined && !observe) return { kind: 'refuse', error: refusal };
+  const call = new OutgoingCall({
+    deadline,
+    method: request.method,
+    hasBody: request.hasBody,
+    observe,
+    callerSignal: request.callerSignal,
+  });
+  if (refusal !== undefined) call.markWouldReject();
+  return { kind: 'guard', call, context: ctx.setValue(CALL_KEY, call) };
+}
+
+/** The client span already covering this call, if the caller is inside one (an outer http instrumentation's). */
+export function activeClientSpan(ctx: Context): Span | undefined {
+  const span = trace.getSpan(ctx);
+  const kind = (span as unknown as { kind?: SpanKind } | undefined)?.kind;
+  return kind === SpanKind.CLIENT && span!.isRecording() ? span : undefined;
+}
+
+/**
+ * A refused call never reaches a transport instrumentation, so the refusal is
+ * recorded on a client span of our own, unless the caller is already inside one.
+ */
+export function recordRefusal(tracer: Tracer, ctx: Context, method: string, error: Error): void {
+  const covering = activeClientSpan(ctx);
+  const span = covering ?? tracer.startSpan(method, { kind: SpanKind.CLIENT, attributes: { 'http.request.method': method } }, ctx);
+  span.setAttribute(ATTR_DEADLINE_ABORT_CODE, abortCodeOf(error));
+  if (covering === undefined) endRefusedSpan(span, error);
+  else span.setAttribute(ATTR_DEADLINE_OUTCOME, 'not_started');
+}

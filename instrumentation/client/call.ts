@@ -1,0 +1,147 @@
+import { createContextKey, type Span } from '@opentelemetry/api';
+import type { Deadline } from '../../src/deadline';
+import { abortCodeOf, describeAbortReason } from '../../src/errors';
+import {
+  ATTR_DEADLINE_ABORT_CODE,
+  ATTR_DEADLINE_ABORT_REASON,
+  ATTR_DEADLINE_OUTCOME,
+  type DeadlineOutcome,
+} from '../../src/attributes';
+import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
+
+/** The call being made, visible to hooks that run inside the transport (request hooks, channels). */
+export const CALL_KEY = createContextKey('otel-deadline.outgoing-call');
+/** CALL_KEY's value for a call that `ignoreOutgoingRequest` excluded: no headers, no guard. */
+export const IGNORED_CALL: unique symbol = Symbol('ignored outgoing call');
+
+/** Methods that normally carry no body; PUT is idempotent but nearly always carries one. */
+const NO_BODY_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'DELETE']);
+
+/** POST, PATCH or any request carrying a body may have had an effect once it was written. */
+export function isNonIdempotent(method: string, hasBody: boolean): boolean {
+  return hasBody || !NO_BODY_METHODS.has(method);
+}
+
+export interface CallInit {
+  deadline: Deadline;
+  method: string;
+  hasBody: boolean;
+  observe: boolean;
+  /** The caller's own signal, for transports that take one combined signal. */
+  callerSignal?: AbortSignal;
+}
+
+/**
+ * The deadline bookkeeping of one outgoing call made under an active deadline.
+ *
+ * It listens to the deadline's signal (and the caller's, when it owns the
+ * combination) only between `arm` and `settle`, so no listener outlives the
+ * call. It writes the outcome on the transport's client spans that it has
+ * been shown (`addSpan`) before it aborts the transport, so the spans carry
+ * it when the transport ends them.
+ */
+export class OutgoingCall {
+  readonly deadline: Deadline;
+  readonly method: string;
+  readonly observe: boolean;
+  hasBody: boolean;
+  /** True once the request may have reached the server (its connection was up and it was being written). */
+  sent = false;
+  settled = false;
+  private readonly callerSignal: AbortSignal | undefined;
+  private spans: Span[] | undefined;
+  private abortAction: ((reason: unknown) => void) | undefined;
+  private attributes: Record<string, string | boolean> | undefined;
+  private openRequests = 0;
+  private apiDone = false;
+  private readonly onAbort = (event: Event) => this.abortWith((event.target as AbortSignal).reason);
+
+  constructor(init: CallInit) {
+    this.deadline = init.deadline;
+    this.method = init.method;
+    this.hasBody = init.hasBody;
+    this.observe = init.observe;
+    this.callerSignal = init.callerSignal;
+  }
+
+  /** Shows the call a client span of the transport; the outcome goes on it. */
+  addSpan(span: Span): void {
+    if (this.spans === undefined) this.spans = [span];
+    else if (!this.spans.includes(span)) this.spans.push(span);
+    if (this.attributes !== undefined) span.setAttributes(this.attributes);
+  }
+
+  /** Observe mode: records that enforce mode would have refused this call. */
+  markWouldReject(): void {
+    this.record({ [ATTR_DEADLINE_WOULD_REJECT]: true });
+  }
+
+  /**
+   * Enforce mode: calls `action(reason)` at the cutoff or when the caller's
+   * signal aborts, whichever comes first, unless the call settles before.
+   */
+  arm(action: (reason: unknown) => void): void {
+    if (this.observe || this.settled) return;
+    this.abortAction = action;
+    const signal = this.deadline.signal;
+    if (signal.aborted) return this.abortWith(signal.reason);
+    signal.addEventListener('abort', this.onAbort);
+    this.callerSignal?.addEventListener('abort', this.onAbort);
+  }
+
+  /** The server rejected the request on arrival: it never started. */
+  markRejectedByServer(): void {
+    this.record({ [ATTR_DEADLINE_OUTCOME]: 'not_started' });
+  }
+
+  requestOpened(): void {
+    this.openRequests++;
+  }
+
+  requestClosed(): void {
+    if (this.openRequests > 0) this.openRequests--;
+    if (this.apiDone && this.openRequests === 0) this.settle();
+  }
+
+  /** The API call returned or failed; the call settles once its requests are closed too. */
+  apiSettled(): void {
+    this.apiDone = true;
+    if (this.openRequests === 0) this.settle();
+  }
+
+  /** Detaches every listener. In observe mode, records whether the cutoff passed while in flight. */
+  settle(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.detach();
+    if (this.observe && this.deadline.remainingMs() <= 0) this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true });
+  }
+
+  private abortWith(reason: unknown): void {
+    if (this.settled) return;
+    const action = this.abortAction;
+    this.settled = true;
+    this.detach();
+    const code = abortCodeOf(reason);
+    let outcome: DeadlineOutcome = code === 'CANCELLED' ? 'cancelled' : 'expired';
+    if (this.sent && isNonIdempotent(this.method, this.hasBody)) outcome = 'unknown';
+    this.record({
+      [ATTR_DEADLINE_OUTCOME]: outcome,
+      [ATTR_DEADLINE_ABORT_CODE]: code,
+      [ATTR_DEADLINE_ABORT_REASON]: describeAbortReason(reason),
+    });
+    action?.(reason);
+  }
+
+  private detach(): void {
+    if (this.abortAction === undefined) return;
+    this.abortAction = undefined;
+    this.deadline.signal.removeEventListener('abort', this.onAbort);
+    this.callerSignal?.removeEventListener('abort', this.onAbort);
+  }
+
+  private record(attributes: Record<string, string | boolean>): void {
+    this.attributes = { ...this.attributes, ...attributes };
+    if (this.spans !== undefined) for (const span of this.spans) span.setAttributes(attributes);
+  }
+}

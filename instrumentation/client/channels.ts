@@ -1,0 +1,69 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
+import { context } from '@opentelemetry/api';
+import { isTracingSuppressed } from '@opentelemetry/core';
+import { getDeadline } from '../../src/context';
+import { CALL_KEY, IGNORED_CALL, type OutgoingCall } from './call';
+import { setUndiciRequestHeaders } from './headers';
+import { isRejectReplyRaw } from './reply';
+
+interface RequestMessage {
+  request: object;
+}
+interface ResponseMessage extends RequestMessage {
+  response?: { headers?: unknown[] };
+}
+
+/**
+ * Subscribes to the undici diagnostics channels. Node's bundled undici (global
+ * fetch) and undici from npm are separate copies, but both publish on these
+ * global channel names, so this is the one place that sees every request of
+ * either, synchronously, in the caller's async context:
+ * - `undici:request:create` sets the deadline headers and ties the request to its call;
+ * - `undici:client:sendHeaders` marks it as possibly received;
+ * - `undici:request:headers` spots an early-reject reply before the span ends;
+ * - `undici:request:trailers` / `undici:request:error` close it.
+ * Returns the unsubscribe function.
+ */
+export function subscribeUndiciChannels(): () => void {
+  const calls = new WeakMap<object, OutgoingCall>();
+
+  const onCreate = (message: unknown) => {
+    const { request } = message as RequestMessage;
+    const ctx = context.active();
+    const marker = ctx.getValue(CALL_KEY) as OutgoingCall | typeof IGNORED_CALL | undefined;
+    if (marker === IGNORED_CALL || isTracingSuppressed(ctx) || getDeadline(ctx) === undefined) return;
+    setUndiciRequestHeaders(request as Parameters<typeof setUndiciRequestHeaders>[0], ctx);
+    if (marker !== undefined && !marker.settled) {
+      calls.set(request, marker);
+      marker.requestOpened();
+    }
+  };
+  const onSendHeaders = (message: unknown) => {
+    const call = calls.get((message as RequestMessage).request);
+    if (call !== undefined) call.sent = true;
+  };
+  const onResponseHeaders = (message: unknown) => {
+    const { request, response } = message as ResponseMessage;
+    const call = calls.get(request);
+    if (call !== undefined && isRejectReplyRaw(response?.headers)) call.markRejectedByServer();
+  };
+  const onClosed = (message: unknown) => {
+    const { request } = message as RequestMessage;
+    const call = calls.get(request);
+    if (call === undefined) return;
+    calls.delete(request);
+    call.requestClosed();
+  };
+
+  const subscriptions: [string, (message: unknown) => void][] = [
+    ['undici:request:create', onCreate],
+    ['undici:client:sendHeaders', onSendHeaders],
+    ['undici:request:headers', onResponseHeaders],
+    ['undici:request:trailers', onClosed],
+    ['undici:request:error', onClosed],
+  ];
+  for (const [name, handler] of subscriptions) diagnosticsChannel.subscribe(name, handler);
+  return () => {
+    for (const [name, handler] of subscriptions) diagnosticsChannel.unsubscribe(name, handler);
+  };
+}

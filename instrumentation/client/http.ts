@@ -1,0 +1,198 @@
+import http from 'node:http';
+import https from 'node:https';
+import { Socket } from 'node:net';
+import { context } from '@opentelemetry/api';
+import { activeClientSpan, beginCall, recordRefusal } from './begin';
+import type { OutgoingCall } from './call';
+import type { ClientHost } from './host';
+import { setDeadlineHeadersInList, withDeadlineHeaders } from './headers';
+import { errorFromReply, isRejectValue, MAX_REPLY_BODY_BYTES } from './reply';
+import { HEADER_DEADLINE_EXPIRED } from '../names';
+
+type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+type Options = Record<string, unknown>;
+
+/** http.request's three call shapes, `(url)`, `(url, options)`, `(options)`, each with an optional callback. */
+interface RequestArgs {
+  url: string | URL | undefined;
+  options: Options | undefined;
+  callback: unknown;
+}
+
+function parseArgs(args: unknown[]): RequestArgs | undefined {
+  const [first, second, third] = args;
+  if (typeof first === 'string' || first instanceof URL) {
+    if (typeof second === 'object' && second !== null) return { url: first, options: second as Options, callback: third };
+    return { url: first, options: undefined, callback: second };
+  }
+  if (typeof first === 'object' && first !== null) return { url: undefined, options: first as Options, callback: second };
+  return undefined;
+}
+
+function buildArgs(parsed: RequestArgs, extra: Options): unknown[] {
+  const options = { ...parsed.options, ...extra };
+  const args: unknown[] = parsed.url === undefined ? [options] : [parsed.url, options];
+  if (parsed.callback !== undefined) args.push(parsed.callback);
+  return args;
+}
+
+function urlOf(parsed: RequestArgs, protocol: string): string | undefined {
+  if (parsed.url !== undefined) return String(parsed.url);
+  const o = parsed.options ?? {};
+  const host = o.hostname ?? o.host ?? 'localhost';
+  return `${String(o.protocol ?? protocol)}//${String(host)}${o.port === undefined ? '' : `:${String(o.port)}`}${String(o.path ?? '/')}`;
+}
+
+function headersWithDeadline(headers: unknown, ctx: ReturnType<typeof context.active>): unknown {
+  if (Array.isArray(headers)) {
+    const copy = [...headers];
+    setDeadlineHeadersInList(copy, ctx);
+    return copy;
+  }
+  return withDeadlineHeaders(headers as Options | undefined, ctx);
+}
+
+/** A connection that fails at once: the refused request errors and closes the normal way without any I/O. */
+function refusedConnection(error: Error): () => Socket {
+  return () => {
+    const socket = new Socket();
+    process.nextTick(() => socket.destroy(error));
+    return socket;
+  };
+}
+
+function refusedRequest(protocol: 'http:' | 'https:', parsed: RequestArgs, error: Error, isGet: boolean): http.ClientRequest {
+  const extra: Options = { agent: false, createConnection: refusedConnection(error) };
+  // Without an agent, ClientRequest checks the protocol against this default agent.
+  if (protocol === 'https:') extra._defaultAgent = https.globalAgent;
+  const request = new (http.ClientRequest as unknown as new (...args: unknown[]) => http.ClientRequest)(...buildArgs(parsed, extra));
+  if (isGet) request.end();
+  return request;
+}
+
+/**
+ * A request destroyed while it waits in its agent's queue for a pooled socket
+ * does not error until some socket frees up. Take it out of the queue and let
+ * ClientRequest run its own socket-less destroy path (error, then close) now.
+ */
+function failQueuedRequest(request: http.ClientRequest): void {
+  const agent = (request as unknown as { agent?: unknown }).agent as (http.Agent & { requests?: Record<string, unknown[]> }) | undefined;
+  const queues = agent?.requests;
+  if (queues === undefined) return;
+  for (const [name, queue] of Object.entries(queues)) {
+    const index = queue.indexOf(request);
+    if (index < 0) continue;
+    queue.splice(index, 1);
+    if (queue.length === 0) delete queues[name];
+    (request as unknown as { onSocket(socket: null): void }).onSocket(null);
+    return;
+  }
+}
+
+function abortRequest(request: http.ClientRequest, reason: unknown): void {
+  const response = (request as unknown as { res?: http.IncomingMessage }).res;
+  // Destroying the response first makes a reader of the body see our reason, not a generic "aborted".
+  if (response !== undefined && !response.complete) response.destroy(reason as Error);
+  request.destroy(reason as Error);
+  if (request.socket == null) failQueuedRequest(request);
+}
+
+function hasBodyHeaders(request: http.ClientRequest): boolean {
+  const length = Number(request.getHeader('content-length'));
+  return length > 0 || request.getHeader('transfer-encoding') !== undefined;
+}
+
+/**
+ * Turns an early-reject reply into the matching error on the request: the
+ * 'response' event is not delivered, the small body is read, then 'error' is
+ * emitted, and a 'close' that comes in between is held back until after it.
+ */
+function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, operation: string): void {
+  const emit = request.emit;
+  let converting = false;
+  let closeHeld = false;
+  request.emit = function (this: http.ClientRequest, event: string | symbol, ...args: unknown[]): boolean {
+    if (event === 'response' && !converting) {
+      const response = args[0] as http.IncomingMessage;
+      if (isRejectValue(response.headers[HEADER_DEADLINE_EXPIRED])) {
+        converting = true;
+        call.markRejectedByServer();
+        const chunks: Buffer[] = [];
+        let size = 0;
+        response.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size <= MAX_REPLY_BODY_BYTES) chunks.push(chunk);
+        });
+        response.once('end', () => {
+          const body = size <= MAX_REPLY_BODY_BYTES ? Buffer.concat(chunks).toString('utf8') : undefined;
+          emit.call(this, 'error', errorFromReply(operation, call.deadline, body));
+          if (closeHeld) emit.call(this, 'close');
+        });
+        return true;
+      }
+    }
+    if (event === 'close' && converting && !closeHeld) {
+      closeHeld = true;
+      return false;
+    }
+    return emit.call(this, event, ...args);
+  } as typeof request.emit;
+}
+
+function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation: string): void {
+  request.once('socket', (socket: Socket) => {
+    const markSent = () => {
+      call.sent = true;
+      if (!call.hasBody) call.hasBody = hasBodyHeaders(request);
+    };
+    if (socket.connecting) socket.once('connect', markSent);
+    else markSent();
+  });
+  request.once('close', () => call.settle());
+  if (!call.observe) convertRejectReplies(request, call, operation);
+  call.arm((reason) => abortRequest(request, reason));
+}
+
+/** Set while our wrapper runs the original synchronously, so a nested call through another of our wrappers passes. */
+let depth = 0;
+
+/**
+ * Wraps node:http / node:https `request` or `get`. Under an active deadline
+ * the call is refused with a request that fails without opening a connection,
+ * or its headers get the deadline and it is destroyed at the cutoff with the
+ * deadline's error, wherever it is: queued for a pooled socket, waiting for
+ * the response, or streaming the response body.
+ */
+export function makeHttpWrapper(host: ClientHost, protocol: 'http:' | 'https:', isGet: boolean) {
+  return (original: AnyFunction) =>
+    function (this: unknown, ...args: unknown[]): unknown {
+      const parsed = depth > 0 ? undefined : parseArgs(args);
+      if (parsed === undefined) return original.apply(this, args);
+      const ctx = context.active();
+      const method = String(parsed.options?.method ?? 'GET').toUpperCase();
+      const decision = beginCall(
+        host.settings,
+        { transport: 'http', method, hasBody: false, url: () => urlOf(parsed, protocol) },
+        ctx,
+      );
+      if (decision.kind === 'pass') return original.apply(this, args);
+      if (decision.kind === 'refuse') {
+        recordRefusal(host.tracer, ctx, method, decision.error);
+        return refusedRequest(protocol, parsed, decision.error, isGet);
+      }
+      const { call } = decision;
+      // An http instrumentation wrapping outside us has its client span active here.
+      const covering = activeClientSpan(ctx);
+      if (covering !== undefined) call.addSpan(covering);
+      const callArgs = buildArgs(parsed, { headers: headersWithDeadline(parsed.options?.headers, ctx) });
+      let request: http.ClientRequest;
+      depth++;
+      try {
+        request = context.with(decision.context, () => original.apply(this, callArgs)) as http.ClientRequest;
+      } finally {
+        depth--;
+      }
+      guardRequest(request, call, `http ${method}`);
+      return request;
+    };
+}

@@ -1,0 +1,149 @@
+import { Duplex } from 'node:stream';
+import { context, type Context } from '@opentelemetry/api';
+import { beginCall, recordRefusal } from './begin';
+import type { OutgoingCall } from './call';
+import type { ClientHost } from './host';
+import { errorFromReply, isRejectValue, MAX_REPLY_BODY_BYTES } from './reply';
+import { HEADER_DEADLINE_EXPIRED } from '../names';
+
+/**
+ * Wrappers for undici's `request`, `stream` and `pipeline`, both the top-level
+ * functions (`(url, opts, handler)`) and the Dispatcher methods every Client,
+ * Pool and Agent inherits (`(opts, handler, callback)`). The top-level ones
+ * call the API implementation directly, not the Dispatcher method, so a call
+ * is guarded once.
+ */
+
+type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+type Api = 'request' | 'stream' | 'pipeline';
+
+interface UndiciOptions {
+  method?: unknown;
+  body?: unknown;
+  signal?: unknown;
+}
+
+interface ResponseData {
+  statusCode: number;
+  headers: Record<string, unknown>;
+  body: { text(): Promise<string>; destroy(): void };
+}
+
+/** Where the options sit in the arguments, and how to rebuild the arguments with new options. */
+interface CallShape {
+  options: UndiciOptions;
+  /** The arguments after the options (handler, factory, callback). */
+  rest: unknown[];
+  rebuild(options: UndiciOptions, rest: unknown[]): unknown[];
+}
+
+function topLevelShape(args: unknown[]): CallShape {
+  const [url, second, ...more] = args;
+  const optionsGiven = typeof second === 'object' && second !== null;
+  // undici treats an options-like url object as the options when none are given.
+  const implicit = typeof url === 'object' && url !== null && !(url instanceof URL) ? (url as UndiciOptions) : {};
+  return {
+    options: optionsGiven ? (second as UndiciOptions) : implicit,
+    rest: optionsGiven ? more : [second, ...more].filter((value) => value !== undefined),
+    rebuild: (options, rest) => [url, options, ...rest],
+  };
+}
+
+function dispatcherShape(args: unknown[]): CallShape {
+  const [options, ...rest] = args;
+  return {
+    options: (typeof options === 'object' && options !== null ? options : {}) as UndiciOptions,
+    rest,
+    rebuild: (newOptions, newRest) => [newOptions, ...newRest],
+  };
+}
+
+function failedDuplex(error: Error): Duplex {
+  const duplex = new Duplex({ read() {}, write(_chunk, _encoding, callback) { callback(error); } });
+  process.nextTick(() => duplex.destroy(error));
+  return duplex;
+}
+
+async function convertRejectReply(data: ResponseData, call: OutgoingCall, operation: string): Promise<ResponseData> {
+  if (call.observe || !isRejectValue(data.headers[HEADER_DEADLINE_EXPIRED])) return data;
+  call.markRejectedByServer();
+  const length = Number(data.headers['content-length']);
+  let body: string | undefined;
+  if (Number.isFinite(length) && length <= MAX_REPLY_BODY_BYTES) body = await data.body.text().catch(() => undefined);
+  else data.body.destroy();
+  throw errorFromReply(operation, call.deadline, body);
+}
+
+function callOriginal(original: AnyFunction, self: unknown, args: unknown[], ctx: Context | undefined): unknown {
+  return ctx === undefined ? original.apply(self, args) : context.with(ctx, () => original.apply(self, args));
+}
+
+export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean) {
+  return (original: AnyFunction) =>
+    function (this: unknown, ...args: unknown[]): unknown {
+      const shape = topLevel ? topLevelShape(args) : dispatcherShape(args);
+      const ctx = context.active();
+      const method = String(shape.options.method ?? 'GET').toUpperCase();
+      const signal = shape.options.signal;
+      const decision = beginCall(
+        host.settings,
+        {
+          transport: 'undici',
+          method,
+          hasBody: shape.options.body != null,
+          url: () => (topLevel ? String(args[0]) : undefined),
+          callerSignal: signal instanceof AbortSignal ? signal : undefined,
+        },
+        ctx,
+      );
+      if (decision.kind === 'pass') return callOriginal(original, this, args, decision.context);
+
+      // request(opts, callback) and stream(opts, factory, callback) report through a callback when given one.
+      const callbackIndex = api === 'request' ? 0 : api === 'stream' ? 1 : -1;
+      const callback = callbackIndex >= 0 ? shape.rest[callbackIndex] : undefined;
+      const hasCallback = typeof callback === 'function';
+      const rest = hasCallback ? shape.rest.slice(0, callbackIndex) : shape.rest;
+
+      if (decision.kind === 'refuse') {
+        recordRefusal(host.tracer, ctx, method, decision.error);
+        if (api === 'pipeline') return failedDuplex(decision.error);
+        if (hasCallback) return void process.nextTick(callback as AnyFunction, decision.error);
+        return Promise.reject(decision.error);
+      }
+
+      const { call } = decision;
+      let options = shape.options;
+      if (!call.observe) {
+        const controller = new AbortController();
+        call.arm((reason) => controller.abort(reason));
+        options = { ...options, signal: controller.signal };
+      }
+      const callArgs = shape.rebuild(options, rest);
+
+      if (api === 'pipeline') {
+        const duplex = callOriginal(original, this, callArgs, decision.context) as Duplex;
+        duplex.once('close', () => call.apiSettled());
+        return duplex;
+      }
+      const operation = `undici ${method}`;
+      let promise = (callOriginal(original, this, callArgs, decision.context) as Promise<unknown>).then(
+        (result) => (api === 'request' ? convertRejectReply(result as ResponseData, call, operation) : result),
+      );
+      promise = promise.then(
+        (result) => {
+          call.apiSettled();
+          return result;
+        },
+        (error: unknown) => {
+          call.apiSettled();
+          throw error;
+        },
+      );
+      if (!hasCallback) return promise;
+      promise.then(
+        (result) => (callback as AnyFunction)(null, result),
+        (error: unknown) => (callback as AnyFunction)(error),
+      );
+      return undefined;
+    };
+}

@@ -1,0 +1,44 @@
+import type { IncomingMessage } from 'node:http';
+import { checkDuration } from '../src/time';
+import type { DeadlineInstrumentationConfig, DeadlineMode, OutgoingRequestInfo } from './types';
+
+/** The config with defaults applied and every value checked once, up front. */
+export interface ResolvedConfig {
+  mode: DeadlineMode;
+  minUsefulMs: number;
+  maxIncomingMs: number | undefined;
+  defaultTimeoutMs: number | undefined;
+  trustIncoming: ((request: IncomingMessage) => boolean) | undefined;
+  rejectStatusCode: number;
+  ignoreOutgoingRequest: ((info: OutgoingRequestInfo) => boolean) | undefined;
+}
+
+const MODES: readonly DeadlineMode[] = ['enforce', 'observe'];
+
+function optionalDuration(name: string, value: unknown): number | undefined {
+  return value === undefined ? undefined : checkDuration(name, value);
+}
+
+function optionalFunction<T>(name: string, value: unknown): T | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'function') throw new TypeError(`${name} must be a function`);
+  return value as T;
+}
+
+export function resolveConfig(config: DeadlineInstrumentationConfig): ResolvedConfig {
+  const mode = config.mode ?? 'enforce';
+  if (!MODES.includes(mode)) throw new TypeError(`mode must be one of ${MODES.join(', ')}, got ${String(mode)}`);
+  const status = config.rejectStatusCode ?? 504;
+  if (!Number.isInteger(status) || status < 400 || status > 599) {
+    throw new RangeError(`rejectStatusCode must be an integer from 400 to 599, got ${String(status)}`);
+  }
+  return {
+    mode,
+    minUsefulMs: optionalDuration('minUsefulMs', config.minUsefulMs) ?? 0,
+    maxIncomingMs: optionalDuration('maxIncomingMs', config.maxIncomingMs),
+    defaultTimeoutMs: optionalDuration('defaultTimeoutMs', config.defaultTimeoutMs),
+    trustIncoming: optionalFunction('trustIncoming', config.trustIncoming),
+    rejectStatusCode: status,
+    ignoreOutgoingRequest: optionalFunction('ignoreOutgoingRequest', config.ignoreOutgoingRequest),
+  };
+}

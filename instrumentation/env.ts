@@ -1,0 +1,40 @@
+import type { DeadlineInstrumentationConfig } from './types';
+
+/** A startup configuration error; its message names the environment variable. */
+export class DeadlineEnvError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DeadlineEnvError';
+  }
+}
+
+const MS_PATTERN = /^\d{1,15}(\.\d{1,6})?$/;
+
+function readMs(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const text = raw.trim();
+  if (!MS_PATTERN.test(text)) {
+    throw new DeadlineEnvError(`${name} must be a non-negative number of milliseconds, got ${JSON.stringify(raw.slice(0, 64))}`);
+  }
+  return Number(text);
+}
+
+/** DeadlineInstrumentation options from OTEL_DEADLINE_* variables. Throws DeadlineEnvError on a bad value. */
+export function configFromEnv(env: NodeJS.ProcessEnv): DeadlineInstrumentationConfig {
+  const config: DeadlineInstrumentationConfig = {};
+  const mode = env.OTEL_DEADLINE_MODE?.trim().toLowerCase();
+  if (mode !== undefined && mode !== '') {
+    if (mode !== 'enforce' && mode !== 'observe') {
+      throw new DeadlineEnvError(`OTEL_DEADLINE_MODE must be "enforce" or "observe", got ${JSON.stringify(env.OTEL_DEADLINE_MODE!.slice(0, 64))}`);
+    }
+    config.mode = mode;
+  }
+  const maxIncomingMs = readMs(env, 'OTEL_DEADLINE_MAX_INCOMING_MS');
+  const minUsefulMs = readMs(env, 'OTEL_DEADLINE_MIN_USEFUL_MS');
+  const defaultTimeoutMs = readMs(env, 'OTEL_DEADLINE_DEFAULT_TIMEOUT_MS');
+  if (maxIncomingMs !== undefined) config.maxIncomingMs = maxIncomingMs;
+  if (minUsefulMs !== undefined) config.minUsefulMs = minUsefulMs;
+  if (defaultTimeoutMs !== undefined) config.defaultTimeoutMs = defaultTimeoutMs;
+  return config;
+}

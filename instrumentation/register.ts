@@ -1,0 +1,61 @@
+/**
+ * `node --import otel-deadline/register app.mjs` (or `--require` for CommonJS):
+ * starts the OpenTelemetry Node SDK with the deadline propagator (next to W3C
+ * trace-context and baggage), the deadline span processor, the deadline, http
+ * and undici instrumentations, and the OTLP/HTTP trace exporter configured by
+ * the standard OTEL_* variables. Deadline options come from OTEL_DEADLINE_*.
+ */
+import { register as registerLoaderHooks } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
+import { DeadlineSpanProcessor } from '../src/processor/DeadlineSpanProcessor';
+import { DeadlineInstrumentation } from './DeadlineInstrumentation';
+import { configFromEnv } from './env';
+
+// Read first: a bad value stops the process before anything starts.
+const config = configFromEnv(process.env);
+
+// ESM imports (`import { request } from 'undici'`) are only visible to the
+// instrumentations through import-in-the-middle's loader hook.
+if (typeof registerLoaderHooks === 'function') {
+  registerLoaderHooks('@opentelemetry/instrumentation/hook.mjs', pathToFileURL(__filename), {
+    data: { include: ['undici', 'http', 'https', 'node:http', 'node:https'] },
+  });
+}
+
+const deadline = new DeadlineInstrumentation(config);
+const sdk = new NodeSDK({
+  textMapPropagator: new CompositePropagator({
+    propagators: [
+      new W3CTraceContextPropagator(),
+      new W3CBaggagePropagator(),
+      new DeadlinePropagator({ maxIncomingMs: config.maxIncomingMs }),
+    ],
+  }),
+  spanProcessors: [new DeadlineSpanProcessor(), new BatchSpanProcessor(new OTLPTraceExporter())],
+  instrumentations: [
+    new HttpInstrumentation({ requestHook: deadline.httpRequestHook }),
+    new UndiciInstrumentation({ requestHook: deadline.undiciRequestHook }),
+    deadline,
+  ],
+});
+sdk.start();
+
+// Export what is buffered when the process ends on its own or on a signal.
+let stopping: Promise<void> | undefined;
+const shutdown = (): Promise<void> => (stopping ??= sdk.shutdown().catch(() => {}));
+process.once('beforeExit', () => void shutdown());
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    void shutdown().finally(() => {
+      // Re-raise only if the application has no handler of its own to exit with.
+      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+    });
+  });
+}

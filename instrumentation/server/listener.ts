@@ -1,0 +1,126 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { context, propagation, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
+import { getRPCMetadata } from '@opentelemetry/core';
+import { getDeadline, setDeadline } from '../../src/context';
+import { DeadlineNode } from '../../src/deadline';
+import { DeadlineCancelledError } from '../../src/errors';
+import type { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
+import { monotonicNow } from '../../src/time';
+import {
+  ATTR_DEADLINE_ABORT_CODE,
+  ATTR_DEADLINE_ABORT_REASON,
+  ATTR_DEADLINE_OUTCOME,
+  BAGGAGE_DEADLINE_KEY,
+} from '../../src/attributes';
+import type { ResolvedConfig } from '../config';
+import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
+import { incomingBudget, rejectionFor } from './admission';
+import { writeRejectReply } from './reject';
+
+export interface ServerHost {
+  readonly settings: ResolvedConfig;
+  readonly serverPropagator: DeadlinePropagator;
+  isEnabled(): boolean;
+}
+
+/** The operation name of the deadline a server request runs under. */
+export const SERVER_OPERATION = 'http.server';
+
+/** Same slot as src/context.ts: shared across copies of the package through Symbol.for. */
+const DEADLINE_KEY = Symbol.for('otel-deadline.context.deadline');
+
+type RequestListener = (this: unknown, request: IncomingMessage, response: ServerResponse) => unknown;
+
+/** Per request: the context its listeners run in (undefined: untouched), or that it was answered already. */
+interface Admitted {
+  context: Context | undefined;
+  rejected: boolean;
+}
+
+const admitted = new WeakMap<IncomingMessage, Admitted>();
+
+/** instrumentation-http puts its server span in the RPC metadata of the context it runs the listeners in. */
+function serverSpan(ctx: Context): Span | undefined {
+  return getRPCMetadata(ctx)?.span;
+}
+
+/**
+ * A context without any deadline a global propagator may have extracted from
+ * this request's headers: ours is authoritative at the trust edge.
+ */
+function withoutDeadline(ctx: Context): Context {
+  if (getDeadline(ctx) === undefined) return ctx;
+  const bag = propagation.getBaggage(ctx);
+  const stripped = ctx.deleteValue(DEADLINE_KEY);
+  return bag === undefined ? stripped : propagation.setBaggage(stripped, bag.removeEntry(BAGGAGE_DEADLINE_KEY));
+}
+
+function admit(host: ServerHost, request: IncomingMessage, response: ServerResponse, ctx: Context): Admitted {
+  const { settings } = host;
+  const budget = incomingBudget(settings, host.serverPropagator, request);
+  if (budget === undefined) return { context: getDeadline(ctx) === undefined ? undefined : withoutDeadline(ctx), rejected: false };
+
+  const span = serverSpan(ctx);
+  const observe = settings.mode === 'observe';
+  const rejection = rejectionFor(budget, settings.minUsefulMs);
+  if (rejection !== undefined) {
+    if (observe) {
+      span?.setAttribute(ATTR_DEADLINE_WOULD_REJECT, true);
+    } else {
+      span?.setAttributes({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: rejection });
+      span?.setStatus({ code: SpanStatusCode.ERROR, message: rejection });
+      writeRejectReply(response, settings.rejectStatusCode, rejection, settings.minUsefulMs, budget.remainingMs);
+      return { context: undefined, rejected: true };
+    }
+  }
+
+  const deadline = new DeadlineNode({
+    operation: SERVER_OPERATION,
+    cutoffMono: monotonicNow() + budget.remainingMs,
+    expiresAtMs: budget.expiresAtMs,
+    source: budget.source,
+    budgetMs: budget.remainingMs,
+    wireSkewMs: budget.wireSkewMs,
+  });
+  // Ahead of instrumentation-http's own 'close' listener, which ends the server span.
+  response.prependOnceListener('close', () => {
+    const disconnected = !response.writableFinished;
+    if (observe) {
+      if (disconnected || deadline.expired) span?.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
+    } else if (disconnected && !deadline.aborted) {
+      const reason = new DeadlineCancelledError(SERVER_OPERATION, 'client disconnected');
+      deadline.abort(reason);
+      span?.setAttributes({
+        [ATTR_DEADLINE_OUTCOME]: 'cancelled',
+        [ATTR_DEADLINE_ABORT_CODE]: reason.code,
+        [ATTR_DEADLINE_ABORT_REASON]: reason.message,
+      });
+    }
+    deadline.dispose();
+  });
+  return { context: setDeadline(withoutDeadline(ctx), deadline), rejected: false };
+}
+
+/**
+ * Wraps a server's 'request' listener so that it runs in a context carrying
+ * the request's deadline. Wrapping the listener rather than `Server.emit`
+ * puts us inside instrumentation-http whichever registered first: it runs
+ * listeners in a context it extracts from ROOT, which would drop ours.
+ * `listener` is kept on the wrapper, which is how EventEmitter's
+ * removeListener and listeners() find the original.
+ */
+export function wrapRequestListener(host: ServerHost, listener: RequestListener): RequestListener {
+  const wrapped = function (this: unknown, request: IncomingMessage, response: ServerResponse): unknown {
+    if (!host.isEnabled()) return listener.call(this, request, response);
+    let state = admitted.get(request);
+    if (state === undefined) {
+      state = admit(host, request, response, context.active());
+      admitted.set(request, state);
+    }
+    if (state.rejected) return undefined;
+    if (state.context === undefined) return listener.call(this, request, response);
+    return context.with(state.context, () => listener.call(this, request, response));
+  };
+  Object.defineProperty(wrapped, 'listener', { value: listener });
+  return wrapped;
+}

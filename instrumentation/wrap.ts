@@ -1,0 +1,77 @@
+/**
+ * Method wrapping that coexists with OpenTelemetry instrumentations.
+ *
+ * InstrumentationBase `_wrap` first unwraps anything carrying shimmer's
+ * `__wrapped` marks, so two instrumentations wrapping `http.request` remove
+ * each other depending on who registers last. Our wrappers carry no shimmer
+ * marks (nobody unwraps them), never unwrap anyone else, and when disabled
+ * while someone has wrapped on top of them they stay in the chain and pass
+ * every call straight through.
+ */
+
+const WRAPPED_BY = Symbol.for('otel-deadline.wrapped-by');
+
+type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+
+export interface MethodPatch {
+  /** Puts the original back if our wrapper is still on top; otherwise leaves a pass-through in the chain. */
+  restore(): void;
+}
+
+/** True if `fn`, or anything it wraps through shimmer's `__original` chain, is a wrapper made by `owner`. */
+export function isWrappedBy(fn: unknown, owner: object): boolean {
+  let current: unknown = fn;
+  for (let depth = 0; typeof current === 'function' && depth < 32; depth++) {
+    const marked = current as { [WRAPPED_BY]?: object; __original?: unknown };
+    if (marked[WRAPPED_BY] === owner) return true;
+    current = marked.__original;
+  }
+  return false;
+}
+
+/**
+ * Replaces `target[name]` by `makeWrapper(original)`, unless `owner` already has
+ * a wrapper in that method's chain. `isActive` is read on every call.
+ */
+export function wrapMethod(
+  target: Record<string, unknown>,
+  name: string,
+  owner: object,
+  isActive: () => boolean,
+  makeWrapper: (original: AnyFunction) => AnyFunction,
+): MethodPatch | undefined {
+  const original = target[name];
+  if (typeof original !== 'function' || isWrappedBy(original, owner)) return undefined;
+  const hadOwn = Object.prototype.hasOwnProperty.call(target, name);
+  const active = makeWrapper(original as AnyFunction);
+  const wrapper = function (this: unknown, ...args: unknown[]): unknown {
+    return isActive() ? active.apply(this, args) : (original as AnyFunction).apply(this, args);
+  };
+  Object.defineProperty(wrapper, WRAPPED_BY, { value: owner });
+  Object.defineProperty(wrapper, 'name', { value: (original as AnyFunction).name });
+  Object.defineProperty(wrapper, 'length', { value: (original as AnyFunction).length });
+  setProperty(target, name, wrapper);
+  return {
+    restore() {
+      if (target[name] !== wrapper) return;
+      // An inherited method (EventEmitter's `on` on a Server prototype) goes back to being inherited.
+      if (hadOwn) setProperty(target, name, original);
+      else delete target[name];
+    },
+  };
+}
+
+function setProperty(target: Record<string, unknown>, name: string, value: unknown): void {
+  const descriptor = Object.getOwnPropertyDescriptor(target, name);
+  if (descriptor === undefined || descriptor.writable === true || descriptor.set !== undefined) {
+    // Plain assignment also goes through import-in-the-middle's namespace setters.
+    target[name] = value;
+    if (target[name] === value) return;
+  }
+  Object.defineProperty(target, name, {
+    configurable: true,
+    enumerable: descriptor?.enumerable ?? true,
+    writable: true,
+    value,
+  });
+}
