@@ -63,6 +63,7 @@ export async function withAdmission<T>(options: AdmissionOptions, fn: (deadline:
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
   if (typeof fn !== 'function') throw new TypeError('fn must be a function');
   const { operation, minUsefulMs, reserveMs } = options;
+  if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
   const timeoutMs = options.timeoutMs === undefined ? undefined : checkDuration('timeoutMs', options.timeoutMs);
   let usable: number;
   try {

@@ -1,8 +1,9 @@
-import { context, SpanStatusCode, trace, type Link } from '@opentelemetry/api';
+import { context, trace, type Link } from '@opentelemetry/api';
 import { setDeadline } from '../context';
 import { openDeadlineUnder, type Deadline } from '../deadline';
 import { TRACER_NAME } from '../open';
 import { ATTR_DETACHED_FROM_TRACE_ID } from './attributes';
+import { runInSpan } from './span-run';
 
 export interface DetachOptions {
   /** Name of the durable job: its root span and its deadline's operation. */
@@ -47,17 +48,7 @@ export function detach<T>(options: DetachOptions, fn: (deadline: Deadline) => Pr
   const base = setDeadline(trace.deleteSpan(declaredIn), deadline);
   const span = trace.getTracer(TRACER_NAME).startSpan(options.operation, { root: true, links, attributes }, base);
 
-  const done = (async () => {
-    try {
-      return await context.with(trace.setSpan(base, span), () => fn(deadline));
-    } catch (err) {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.name : typeof err });
-      throw err;
-    } finally {
-      span.end();
-      deadline.dispose();
-    }
-  })();
+  const done = runInSpan(span, base, () => fn(deadline), () => deadline.dispose());
   done.catch(() => undefined);
   const { traceId, spanId } = span.spanContext();
   return { traceId, spanId, expiresAtMs: deadline.expiresAtMs, done };

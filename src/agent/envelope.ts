@@ -1,9 +1,10 @@
-import { context, isSpanContextValid, SpanKind, SpanStatusCode, trace, TraceFlags, type Context } from '@opentelemetry/api';
+import { context, isSpanContextValid, SpanKind, trace, TraceFlags, type Context } from '@opentelemetry/api';
 import { getDeadline, setDeadline } from '../context';
 import { DeadlineNode, type Deadline, type ManagedDeadline } from '../deadline';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../errors';
 import { endRefusedSpan, TRACER_NAME } from '../open';
 import { checkDuration, minCutoff, monotonicNow } from '../time';
+import { runInSpan } from './span-run';
 
 /**
  * What a producer puts in a queued message so the worker can rebuild the
@@ -216,15 +217,6 @@ export async function withEnvelope<T>(
     deadline.dispose();
     throw refusal;
   }
-  return tracer.startActiveSpan(deadline.operation, { kind: SpanKind.CONSUMER }, inner, async (span) => {
-    try {
-      return await fn(deadline);
-    } catch (err) {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.name : typeof err });
-      throw err;
-    } finally {
-      span.end();
-      deadline.dispose();
-    }
-  });
+  const span = tracer.startSpan(deadline.operation, { kind: SpanKind.CONSUMER }, inner);
+  return runInSpan(span, inner, () => fn(deadline), () => deadline.dispose());
 }

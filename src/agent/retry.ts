@@ -23,6 +23,7 @@ import {
 } from './attributes';
 import { carriesDeadlineExpired, deadlineCodeOf, httpStatusOf } from './replies';
 import { abortableSleep } from './sleep';
+import { errorType } from './span-run';
 
 /** What each attempt receives. */
 export interface RetryAttempt {
@@ -303,7 +304,6 @@ function markFailure(span: Span, err: unknown): void {
     span.setAttribute(ATTR_DEADLINE_ABORT_REASON, describeAbortReason(err));
     span.setStatus({ code: SpanStatusCode.ERROR, message: abortCodeOf(err) });
   } else {
-    // Status only: an error message may carry user data, and telemetry must not.
-    span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.name : typeof err });
+    span.setStatus({ code: SpanStatusCode.ERROR, message: errorType(err) });
   }
 }

@@ -22,6 +22,7 @@ import {
 } from './attributes';
 import { admit } from './admit';
 import { deadlineCodeOf } from './replies';
+import { errorType } from './span-run';
 
 const TOOL_EVENTS: readonly ToolEventName[] = ['tool.queued', 'tool.started', 'tool.completed', 'tool.aborted'];
 
@@ -170,7 +171,7 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
     event('tool.aborted', span, deadline, deadline?.aborted ? deadline.abortReason : err);
     span.setStatus({
       code: SpanStatusCode.ERROR,
-      message: deadline?.aborted ? abortCodeOf(deadline.abortReason) : err instanceof Error ? err.name : typeof err,
+      message: deadline?.aborted ? abortCodeOf(deadline.abortReason) : errorType(err),
     });
     throw err;
   } finally {
