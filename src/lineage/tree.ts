@@ -107,8 +107,11 @@ export function summarize(tree: LineageTree): LineageSummary {
     const { facts } = node;
     if (facts.late) summary.late.push(node);
     if (facts.exceeded) summary.exceeded++;
-    if (facts.abortCode !== undefined) summary.aborted++;
-    if (facts.outcome === 'not_started') summary.refused++;
+    // Refusals are work that was never started for lack of budget (or a retry the
+    // budget could not cover); aborts cut running work short.
+    const refused = facts.outcome === 'not_started' || facts.abortCode === 'INSUFFICIENT_BUDGET';
+    if (refused) summary.refused++;
+    else if (facts.abortCode !== undefined) summary.aborted++;
   }
   return summary;
 }

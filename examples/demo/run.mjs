@@ -1,0 +1,52 @@
+// `npm run demo`: four services on loopback, one request with a 1.5 s budget,
+// then its deadline lineage as a tree and as a timeline page. No Docker.
+import { writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { buildTree, loadTraces, renderHtml, renderText } from '../../dist/cjs/src/lineage/index.js';
+import { startDemo } from './start.mjs';
+import { hopLine } from './report.mjs';
+
+/**
+ * Runs the whole demo and returns what it found. `print` receives every line
+ * of output; the page and the OTLP/JSON file are written to `outDir`.
+ */
+export async function runDemo({ outDir = process.cwd(), budgetMs = 1_500, print = console.log } = {}) {
+  print(`Starting gateway, agent, tools and worker on 127.0.0.1 (spans go to an embedded OTLP/JSON receiver)…`);
+  const demo = await startDemo({
+    outDir,
+    budgetMs,
+    onSpans: (spans) => {
+      for (const span of spans) {
+        const line = hopLine(span);
+        if (line !== undefined) print(line);
+      }
+    },
+  });
+  let answer;
+  try {
+    print(`Asking the gateway, which gives the request a ${budgetMs} ms deadline. Hops as they finish:`);
+    answer = await demo.ask();
+  } finally {
+    await demo.stop();
+  }
+  print(`\nAnswer: ${answer.answer} (${Object.entries(answer.steps).map(([k, v]) => `${k}: ${v}`).join(', ')})\n`);
+
+  const traces = await loadTraces(demo.tracesFile, { traceId: answer.traceId });
+  const trees = traces.map(buildTree);
+  print(trees.map(renderText).join('\n\n'));
+  const htmlFile = join(outDir, 'demo-lineage.html');
+  writeFileSync(htmlFile, renderHtml(trees, 'Deadline lineage: npm run demo'));
+  const shown = (file) => relative(process.cwd(), file) || file;
+  print(`\nTimeline: ${pathToFileURL(htmlFile).href}`);
+  print(`Spans (OTLP/JSON lines): ${shown(demo.tracesFile)}`);
+  print(`Again from the file: npx deadline-lineage ${shown(demo.tracesFile)} --trace ${answer.traceId} --fail-on-violation`);
+  return { answer, trees, htmlFile, tracesFile: demo.tracesFile };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  runDemo().catch((err) => {
+    console.error(`demo failed: ${err?.message ?? err}`);
+    process.exitCode = 1;
+  });
+}

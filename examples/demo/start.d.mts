@@ -1,0 +1,33 @@
+// Types for start.mjs, so TypeScript tests can drive the demo.
+import type { ChildProcess } from 'node:child_process';
+import type { LineageSpan, OtlpReceiver } from '../../src/lineage/index';
+
+export declare const SERVICE_NAMES: readonly string[];
+
+export interface DemoService {
+  name: string;
+  child: ChildProcess;
+  port: number;
+  url: string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export interface DemoAnswer {
+  traceId: string;
+  answer: string;
+  steps: Record<string, string>;
+}
+
+export interface RunningDemo {
+  receiver: OtlpReceiver;
+  tracesFile: string;
+  services: Record<string, DemoService>;
+  ask(question?: string): Promise<DemoAnswer>;
+  stop(): Promise<void>;
+}
+
+export declare function startDemo(options?: {
+  outDir?: string;
+  budgetMs?: number;
+  onSpans?: (spans: LineageSpan[]) => void;
+}): Promise<RunningDemo>;

@@ -1,0 +1,90 @@
+// Starts the demo on loopback: an OTLP/JSON receiver, then the four services
+// as child processes exporting their spans to it. Used by run.mjs and by the
+// end-to-end alert test, which points a real Prometheus at the services.
+import { fork } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startOtlpReceiver } from '../../dist/cjs/src/lineage/index.js';
+
+const SERVICE_ENTRY = fileURLToPath(new URL('./service.mjs', import.meta.url));
+export const SERVICE_NAMES = ['gateway', 'agent', 'tools', 'worker'];
+const READY_TIMEOUT_MS = 20_000;
+
+function startService(name, env) {
+  const child = fork(SERVICE_ENTRY, [], {
+    env: { ...process.env, ...env, DEMO_SERVICE: name, OTEL_SERVICE_NAME: name },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const ready = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not start within ${READY_TIMEOUT_MS} ms`)), READY_TIMEOUT_MS);
+    child.on('message', (message) => {
+      if (message?.type !== 'ready') return;
+      clearTimeout(timer);
+      resolve(message.port);
+    });
+    exited.then(({ code }) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited with code ${code} before it was ready`));
+    });
+  });
+  return { name, child, ready, exited };
+}
+
+/**
+ * @param {{ outDir?: string, budgetMs?: number, onSpans?: (spans: object[]) => void }} [options]
+ */
+export async function startDemo({ outDir = process.cwd(), budgetMs = 1_500, onSpans } = {}) {
+  const tracesFile = join(outDir, 'demo-traces.json');
+  rmSync(tracesFile, { force: true });
+  const receiver = await startOtlpReceiver({ file: tracesFile, onSpans });
+  const env = {
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+    DEMO_BUDGET_MS: String(budgetMs),
+  };
+  const started = SERVICE_NAMES.map((name) => startService(name, env));
+  const services = {};
+  try {
+    const ports = await Promise.all(started.map((s) => s.ready));
+    started.forEach((s, i) => {
+      services[s.name] = { ...s, port: ports[i], url: `http://127.0.0.1:${ports[i]}` };
+    });
+  } catch (err) {
+    for (const s of started) s.child.kill();
+    await receiver.close();
+    throw err;
+  }
+  const peers = Object.fromEntries(Object.values(services).map((s) => [s.name, s.url]));
+  for (const s of Object.values(services)) s.child.send({ type: 'peers', peers });
+
+  let stopped;
+  return {
+    receiver,
+    tracesFile,
+    services,
+    /** Sends one request to the edge and returns its answer (which names its trace id). */
+    async ask(question = 'Which items are in stock?') {
+      const res = await fetch(`${services.gateway.url}/ask`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ question }),
+      });
+      const body = await res.json();
+      if (!res.ok) throw new Error(`gateway answered HTTP ${res.status}: ${JSON.stringify(body)}`);
+      return body;
+    },
+    /** Stops every service (each flushes its spans first), then the receiver. */
+    stop() {
+      stopped ??= (async () => {
+        for (const s of Object.values(services)) if (s.child.connected) s.child.send({ type: 'stop' });
+        const kill = setTimeout(() => Object.values(services).forEach((s) => s.child.kill('SIGKILL')), 10_000);
+        await Promise.all(Object.values(services).map((s) => s.exited));
+        clearTimeout(kill);
+        await receiver.close();
+      })();
+      return stopped;
+    },
+  };
+}

@@ -1,0 +1,103 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+
+/**
+ * A real Prometheus (Debian's package) for one test: loopback only, 1 s scrape
+ * and rule evaluation, storage in the test's temporary directory.
+ */
+export interface TestPrometheus {
+  url: string;
+  /** GETs a Prometheus API path and returns its `data`. */
+  api<T>(path: string): Promise<T>;
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((ready) => server.listen(0, '127.0.0.1', ready));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((done) => server.close(() => done()));
+  return port;
+}
+
+export async function startPrometheus(options: {
+  dir: string;
+  ruleFiles: string[];
+  targets: Record<string, string>;
+}): Promise<TestPrometheus> {
+  const config = [
+    'global:',
+    '  scrape_interval: 1s',
+    '  scrape_timeout: 900ms',
+    '  evaluation_interval: 1s',
+    'rule_files:',
+    ...options.ruleFiles.map((file) => `  - ${JSON.stringify(file)}`),
+    'scrape_configs:',
+    ...Object.entries(options.targets).flatMap(([job, target]) => [
+      `  - job_name: ${JSON.stringify(job)}`,
+      '    static_configs:',
+      `      - targets: [${JSON.stringify(target)}]`,
+    ]),
+    '',
+  ].join('\n');
+  const configFile = join(options.dir, 'prometheus.yml');
+  writeFileSync(configFile, config);
+  const data = join(options.dir, 'prometheus-data');
+  mkdirSync(data, { recursive: true });
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child: ChildProcess = spawn(
+    'prometheus',
+    [`--config.file=${configFile}`, `--storage.tsdb.path=${data}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let log = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    log = (log + chunk.toString()).slice(-4000);
+  });
+  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  };
+
+  // Ready when /-/ready answers 200; give up after 30 s or if the process dies.
+  const started = Date.now();
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`prometheus exited with ${child.exitCode}: ${log}`);
+    const ok = await fetch(`${url}/-/ready`).then((r) => r.ok, () => false);
+    if (ok) break;
+    if (Date.now() - started > 30_000) {
+      await stop();
+      throw new Error(`prometheus not ready after 30 s: ${log}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+
+  return {
+    url,
+    async api<T>(path: string): Promise<T> {
+      const res = await fetch(`${url}${path}`);
+      const body = (await res.json()) as { status: string; data: T; error?: string };
+      if (body.status !== 'success') throw new Error(`${path}: ${body.error}`);
+      return body.data;
+    },
+    stop,
+  };
+}
+
+/** Polls `probe` every 250 ms until it returns a value other than undefined, or fails after `timeoutMs`. */
+export async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const started = Date.now();
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() - started > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
