@@ -1,0 +1,34 @@
+import { execFile } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * Runs every ```js block of docs/agent.md as its own ES module in a child
+ * process, importing the built package by name (test/.tmp is inside the
+ * package, so `otel-deadline` resolves to this checkout's dist).
+ */
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const tmp = fileURLToPath(new URL('../.tmp/', import.meta.url));
+const run = promisify(execFile);
+
+const markdown = readFileSync(new URL('../../docs/agent.md', import.meta.url), 'utf8');
+const blocks = [...markdown.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]);
+
+describe('docs/agent.md code samples', () => {
+  it('has samples to run', () => {
+    expect(blocks.length).toBeGreaterThanOrEqual(6);
+  });
+
+  it.each(blocks.map((code, i) => [i + 1, code.split('\n').find((l) => l.includes("from 'otel-deadline'")) ?? '', code]))(
+    'sample %i runs and exits 0 (%s)',
+    async (index, _imports, code) => {
+      mkdirSync(tmp, { recursive: true });
+      const file = `${tmp}docs-agent-${index}.mjs`;
+      writeFileSync(file, code as string);
+      const { stderr } = await run(process.execPath, [file], { cwd: root, timeout: 20_000 });
+      expect(stderr).toBe('');
+    },
+  );
+});
