@@ -1,4 +1,5 @@
-import { HEADER_DEADLINE_EXPIRED } from './wire';
+// The transport instrumentation's early reject sets this header; a retry must never repeat such a call.
+import { HEADER_DEADLINE_EXPIRED } from '../../instrumentation/names';
 
 /**
  * Recognises, without throwing, what a failed call exposes about why it failed:
