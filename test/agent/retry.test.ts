@@ -219,27 +219,30 @@ describe('retryWithinDeadline: the backoff sleep', () => {
   it('aborts with the deadline when the caller cancels, leaving no timer or listener behind', async () => {
     const caller = new AbortController();
     const timers = watchTimers();
-    let calls = 0;
-    const started = performance.now();
-    const pending = withDeadline({ operation: 'agent.run', timeoutMs: 20_000, parent: null, signal: caller.signal }, () =>
-      retryWithinDeadline(
-        () => {
-          calls++;
-          throw new Error('transient');
-        },
-        { operation: 'backoff', backoffMs: 10_000 },
-      ),
-    ).catch((e: unknown) => e);
-    await sleep(50);
-    expect(timers.live()).toBeGreaterThanOrEqual(1); // the backoff (and the deadlines armed by its signal)
-    caller.abort(new Error('user left'));
-    const err = await pending;
-    expect(performance.now() - started).toBeLessThan(2_000);
-    expect(err).toBeInstanceOf(DeadlineCancelledError);
-    expect(calls).toBe(1);
-    await sleep(10); // lets the in-memory exporter's own setTimeout(0) callbacks run
-    expect(timers.live()).toBe(0);
-    timers.restore();
+    try {
+      let calls = 0;
+      const started = performance.now();
+      const pending = withDeadline({ operation: 'agent.run', timeoutMs: 20_000, parent: null, signal: caller.signal }, () =>
+        retryWithinDeadline(
+          () => {
+            calls++;
+            throw new Error('transient');
+          },
+          { operation: 'backoff', backoffMs: 10_000 },
+        ),
+      ).catch((e: unknown) => e);
+      await sleep(50);
+      expect(timers.live()).toBeGreaterThanOrEqual(1); // the backoff (and the deadlines armed by its signal)
+      caller.abort(new Error('user left'));
+      const err = await pending;
+      expect(performance.now() - started).toBeLessThan(2_000);
+      expect(err).toBeInstanceOf(DeadlineCancelledError);
+      expect(calls).toBe(1);
+      await sleep(10); // lets the in-memory exporter's own setTimeout(0) callbacks run
+      expect(timers.live()).toBe(0);
+    } finally {
+      timers.restore();
+    }
     expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
     expect(attemptEvents('backoff').map((e) => [e['deadline.retry.started'], e['deadline.retry.decision']])).toEqual([
       [true, 'retry'],
