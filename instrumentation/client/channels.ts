@@ -3,7 +3,7 @@ import { context } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { getDeadline } from '../../src/context';
 import { CALL_KEY, IGNORED_CALL, type OutgoingCall } from './call';
-import { setUndiciRequestHeaders } from './headers';
+import { settleUndiciRequestHeaders } from './headers';
 import { isRejectReplyRaw } from './reply';
 
 interface RequestMessage {
@@ -18,7 +18,7 @@ interface ResponseMessage extends RequestMessage {
  * fetch) and undici from npm are separate copies, but both publish on these
  * global channel names, so this is the one place that sees every request of
  * either, synchronously, in the caller's async context:
- * - `undici:request:create` sets the deadline headers and ties the request to its call;
+ * - `undici:request:create` makes the deadline headers appear once and ties the request to its call;
  * - `undici:client:sendHeaders` marks it as possibly received;
  * - `undici:request:headers` spots an early-reject reply before the span ends;
  * - `undici:request:trailers` / `undici:request:error` close it.
@@ -31,8 +31,9 @@ export function subscribeUndiciChannels(): () => void {
     const { request } = message as RequestMessage;
     const ctx = context.active();
     const marker = ctx.getValue(CALL_KEY) as OutgoingCall | typeof IGNORED_CALL | undefined;
-    if (marker === IGNORED_CALL || isTracingSuppressed(ctx) || getDeadline(ctx) === undefined) return;
-    setUndiciRequestHeaders(request as Parameters<typeof setUndiciRequestHeaders>[0], ctx);
+    if (marker === IGNORED_CALL) return;
+    const fromContext = isTracingSuppressed(ctx) || getDeadline(ctx) === undefined ? undefined : ctx;
+    settleUndiciRequestHeaders(request as Parameters<typeof settleUndiciRequestHeaders>[0], fromContext);
     if (marker !== undefined && !marker.settled) {
       calls.set(request, marker);
       marker.requestOpened();

@@ -1,16 +1,15 @@
 import { context } from '@opentelemetry/api';
 import { beginCall, recordRefusal } from './begin';
-import type { OutgoingCall } from './call';
 import type { ClientHost } from './host';
-import { errorFromReply, isRejectValue, MAX_REPLY_BODY_BYTES } from './reply';
+import { errorFromReply, isRejectValue, readSmallBody } from './reply';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
+import { fetchHeadersWithDeadline } from './headers';
 
 type FetchFunction = (input: unknown, init?: Record<string, unknown>) => Promise<FetchResponse>;
 
 interface FetchResponse {
   headers: { get(name: string): string | null };
-  text(): Promise<string>;
-  body?: { cancel(): Promise<void> } | null;
+  body?: AsyncIterable<Uint8Array> | null;
 }
 
 interface RequestLike {
@@ -18,6 +17,7 @@ interface RequestLike {
   method?: string;
   signal?: AbortSignal;
   body?: unknown;
+  headers?: unknown;
 }
 
 function asRequest(input: unknown): RequestLike | undefined {
@@ -26,13 +26,6 @@ function asRequest(input: unknown): RequestLike | undefined {
     : undefined;
 }
 
-async function rejectReplyError(response: FetchResponse, call: OutgoingCall, operation: string): Promise<Error> {
-  const length = Number(response.headers.get('content-length'));
-  let body: string | undefined;
-  if (Number.isFinite(length) && length <= MAX_REPLY_BODY_BYTES) body = await response.text().catch(() => undefined);
-  else await response.body?.cancel().catch(() => {});
-  return errorFromReply(operation, call.deadline, body);
-}
 
 /**
  * Wraps a WHATWG fetch (global fetch, or undici's). Under an active deadline
@@ -40,7 +33,7 @@ async function rejectReplyError(response: FetchResponse, call: OutgoingCall, ope
  * aborts at the cutoff or when the caller's own signal aborts, whichever comes
  * first. fetch rejects with the signal's reason as is, so the rejection (and
  * a body read interrupted later) is the DeadlineExceededError itself, not its
- * `cause`. The headers are set in the undici channel, not here.
+ * `cause`.
  */
 export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici') {
   return (original: FetchFunction) =>
@@ -69,18 +62,20 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
         return Promise.reject(decision.error);
       }
       const { call } = decision;
-      let options = init;
+      // Set here, in the caller's context; the undici channel only removes duplicates.
+      const headers = fetchHeadersWithDeadline(() => new Headers((init?.headers ?? request?.headers) as ConstructorParameters<typeof Headers>[0]), ctx);
+      let options: Record<string, unknown> | undefined = headers === undefined ? init : { ...init, headers };
       if (!call.observe) {
         const controller = new AbortController();
         call.arm((reason) => controller.abort(reason));
-        options = { ...init, signal: controller.signal };
+        options = { ...options, signal: controller.signal };
       }
       const operation = `${transport} ${method}`;
       return context.with(decision.context, () => original.call(this, input, options)).then(
         async (response) => {
           if (!call.observe && isRejectValue(response.headers.get(HEADER_DEADLINE_EXPIRED))) {
             call.markRejectedByServer();
-            const error = await rejectReplyError(response, call, operation);
+            const error = errorFromReply(operation, call.deadline, await readSmallBody(response.body));
             call.apiSettled();
             throw error;
           }

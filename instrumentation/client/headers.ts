@@ -98,16 +98,104 @@ export function setDeadlineHeadersInList(list: unknown[], ctx: Context): boolean
   return true;
 }
 
+/** undici's `opts.headers` (object, flat array or iterable of pairs) with the deadline headers set. */
+export function undiciHeadersWithDeadline(headers: unknown, ctx: Context): unknown {
+  if (headers === undefined || headers === null) return withDeadlineHeaders(undefined, ctx);
+  if (Array.isArray(headers) && !Array.isArray(headers[0])) {
+    const copy = [...headers];
+    setDeadlineHeadersInList(copy, ctx);
+    return copy;
+  }
+  if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
+    const flat: unknown[] = [];
+    for (const pair of headers as Iterable<[unknown, unknown]>) flat.push(pair[0], pair[1]);
+    setDeadlineHeadersInList(flat, ctx);
+    return flat;
+  }
+  return withDeadlineHeaders(headers as Record<string, unknown>, ctx);
+}
+
+interface HeadersLike {
+  get(name: string): string | null;
+  set(name: string, value: string): void;
+  delete(name: string): void;
+}
+
+/** A fetch Headers built from the call's headers with the deadline headers set, or undefined without a deadline. */
+export function fetchHeadersWithDeadline<H extends HeadersLike>(make: () => H, ctx: Context): H | undefined {
+  const values = valuesFor(ctx);
+  if (values === undefined) return undefined;
+  const headers = make();
+  const baggage = headers.get(HEADER_BAGGAGE);
+  headers.set(HEADER_REMAINING_MS, values.remaining);
+  headers.set(HEADER_AT_MS, values.atMs);
+  headers.set(HEADER_BAGGAGE, baggage === null ? values.baggage : mergeBaggage([baggage], values.atMs));
+  return headers;
+}
+
 type UndiciRequestLike = { headers?: unknown; addHeader?: (name: string, value: unknown) => unknown };
 
 /**
- * Sets the deadline headers on an undici request (from `undici:request:create`)
- * and stops anything that runs after us in the same channel from adding them
- * a second time: undici's addHeader appends, it never replaces.
+ * Keeps the first value of each deadline header in a flat list, merging
+ * repeated `baggage` lines (first entry per key wins). Returns whether the
+ * list carried deadline headers at all.
  */
-export function setUndiciRequestHeaders(request: UndiciRequestLike, ctx: Context): void {
+function keepFirstDeadlineHeaders(list: unknown[]): boolean {
+  let present = false;
+  for (let i = 0; i < list.length && !present; i += 2) present = String(list[i]).toLowerCase() === HEADER_REMAINING_MS;
+  if (!present) return false;
+  const seen = new Set<string>();
+  const baggage: string[] = [];
+  let baggageAt = -1;
+  let write = 0;
+  for (let read = 0; read + 1 < list.length; read += 2) {
+    const name = list[read];
+    const lower = typeof name === 'string' ? name.toLowerCase() : '';
+    if (lower === HEADER_BAGGAGE) {
+      baggage.push(...headerText(list[read + 1]));
+      if (baggageAt >= 0) continue;
+      baggageAt = write;
+    } else if (REPLACED.has(lower)) {
+      if (seen.has(lower)) continue;
+      seen.add(lower);
+    }
+    list[write++] = name;
+    list[write++] = list[read + 1];
+  }
+  list.length = write;
+  if (baggageAt >= 0 && baggage.length > 1) list[baggageAt + 1] = firstEntryPerKey(baggage);
+  return true;
+}
+
+function firstEntryPerKey(values: readonly string[]): string {
+  const keys = new Set<string>();
+  const entries: string[] = [];
+  for (const value of values) {
+    for (const entry of value.split(',')) {
+      const trimmed = entry.trim();
+      const key = trimmed.split(/[=;]/, 1)[0].trim();
+      if (trimmed.length === 0 || keys.has(key)) continue;
+      keys.add(key);
+      entries.push(trimmed);
+    }
+  }
+  return entries.join(',');
+}
+
+/**
+ * Runs in `undici:request:create` for every undici request (npm undici and
+ * Node's bundled copy behind global fetch). Our wrappers have already put the
+ * headers in the call's options, computed in the caller's context: those are
+ * kept and duplicates appended by an instrumentation that ran earlier in the
+ * channel are dropped. A request made some other way (dispatch, connect, a
+ * fetch reference taken before we were enabled) gets them from `ctx` here.
+ * Either way nothing that runs later in the channel can add them again:
+ * undici's addHeader appends, it never replaces.
+ */
+export function settleUndiciRequestHeaders(request: UndiciRequestLike, ctx: Context | undefined): void {
   if (!Array.isArray(request.headers)) return;
-  if (!setDeadlineHeadersInList(request.headers, ctx)) return;
+  const present = keepFirstDeadlineHeaders(request.headers);
+  if (!present && (ctx === undefined || !setDeadlineHeadersInList(request.headers, ctx))) return;
   const addHeader = request.addHeader;
   if (typeof addHeader !== 'function') return;
   Object.defineProperty(request, 'addHeader', {

@@ -5,6 +5,27 @@ import { HEADER_DEADLINE_EXPIRED } from '../names';
 /** Early-reject bodies are a few dozen bytes; anything larger is not read. */
 export const MAX_REPLY_BODY_BYTES = 1024;
 
+/**
+ * Reads at most MAX_REPLY_BODY_BYTES of a reply body; a larger or failing body
+ * yields undefined. Leaving the loop early closes the stream.
+ */
+export async function readSmallBody(body: AsyncIterable<Uint8Array | string> | null | undefined): Promise<string | undefined> {
+  if (body == null) return undefined;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      size += bytes.length;
+      if (size > MAX_REPLY_BODY_BYTES) return undefined;
+      chunks.push(bytes);
+    }
+  } catch {
+    return undefined;
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 /** True for undici's raw response headers (`[name, value, ...]` as Buffers or strings) of an early-reject reply. */
 export function isRejectReplyRaw(raw: readonly unknown[] | undefined): boolean {
   if (!Array.isArray(raw)) return false;

@@ -3,8 +3,9 @@ import { context, type Context } from '@opentelemetry/api';
 import { beginCall, recordRefusal } from './begin';
 import type { OutgoingCall } from './call';
 import type { ClientHost } from './host';
-import { errorFromReply, isRejectValue, MAX_REPLY_BODY_BYTES } from './reply';
+import { errorFromReply, isRejectValue, readSmallBody } from './reply';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
+import { undiciHeadersWithDeadline } from './headers';
 
 /**
  * Wrappers for undici's `request`, `stream` and `pipeline`, both the top-level
@@ -21,12 +22,13 @@ interface UndiciOptions {
   method?: unknown;
   body?: unknown;
   signal?: unknown;
+  headers?: unknown;
 }
 
 interface ResponseData {
   statusCode: number;
   headers: Record<string, unknown>;
-  body: { text(): Promise<string>; destroy(): void };
+  body: AsyncIterable<Uint8Array>;
 }
 
 /** Where the options sit in the arguments, and how to rebuild the arguments with new options. */
@@ -67,11 +69,7 @@ function failedDuplex(error: Error): Duplex {
 async function convertRejectReply(data: ResponseData, call: OutgoingCall, operation: string): Promise<ResponseData> {
   if (call.observe || !isRejectValue(data.headers[HEADER_DEADLINE_EXPIRED])) return data;
   call.markRejectedByServer();
-  const length = Number(data.headers['content-length']);
-  let body: string | undefined;
-  if (Number.isFinite(length) && length <= MAX_REPLY_BODY_BYTES) body = await data.body.text().catch(() => undefined);
-  else data.body.destroy();
-  throw errorFromReply(operation, call.deadline, body);
+  throw errorFromReply(operation, call.deadline, await readSmallBody(data.body));
 }
 
 function callOriginal(original: AnyFunction, self: unknown, args: unknown[], ctx: Context | undefined): unknown {
@@ -112,24 +110,38 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
       }
 
       const { call } = decision;
-      let options = shape.options;
+      // Set here, in the caller's context: a request queued in a Pool is only
+      // created (and seen by the undici channel) later, in another context.
+      let options: UndiciOptions = { ...shape.options, headers: undiciHeadersWithDeadline(shape.options.headers, ctx) };
+      // undici does not fail a request queued for a pooled connection until it
+      // is dispatched, whatever its signal says, so an abort settles our
+      // promise (or destroys the pipeline) itself; the queued request is then
+      // aborted before it is written when its turn comes.
+      let failNow: ((reason: unknown) => void) | undefined;
       if (!call.observe) {
         const controller = new AbortController();
-        call.arm((reason) => controller.abort(reason));
+        call.arm((reason) => {
+          controller.abort(reason);
+          failNow?.(reason);
+        });
         options = { ...options, signal: controller.signal };
       }
       const callArgs = shape.rebuild(options, rest);
 
       if (api === 'pipeline') {
         const duplex = callOriginal(original, this, callArgs, decision.context) as Duplex;
+        failNow = (reason) => duplex.destroy(reason as Error);
         duplex.once('close', () => call.apiSettled());
         return duplex;
       }
       const operation = `undici ${method}`;
-      let promise = (callOriginal(original, this, callArgs, decision.context) as Promise<unknown>).then(
-        (result) => (api === 'request' ? convertRejectReply(result as ResponseData, call, operation) : result),
-      );
-      promise = promise.then(
+      const pending = callOriginal(original, this, callArgs, decision.context) as Promise<unknown>;
+      const promise = new Promise<unknown>((resolve, reject) => {
+        failNow = reject;
+        pending.then(
+          (result) => (api === 'request' ? convertRejectReply(result as ResponseData, call, operation) : result),
+        ).then(resolve, reject);
+      }).then(
         (result) => {
           call.apiSettled();
           return result;

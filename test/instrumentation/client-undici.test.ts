@@ -1,0 +1,181 @@
+import { getEventListeners } from 'node:events';
+import { createRequire } from 'node:module';
+import { Writable } from 'node:stream';
+import { pipeline as pipelineAsync } from 'node:stream/promises';
+import { context } from '@opentelemetry/api';
+import { registerInstrumentations } from '@opentelemetry/instrumentation';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  DeadlineExceededError,
+  DeadlineInstrumentation,
+  InsufficientBudgetError,
+  openDeadline,
+  setDeadline,
+  type ManagedDeadline,
+} from '../../src';
+import { installOtel, sleep, type TestOtel } from '../helpers/otel';
+import { startCountingServer, type CountingServer } from './helpers/servers';
+
+let otel: TestOtel;
+let instrumentation: DeadlineInstrumentation;
+let server: CountingServer;
+let undici: typeof import('undici');
+const held: (() => void)[] = [];
+
+beforeAll(async () => {
+  otel = installOtel();
+  instrumentation = new DeadlineInstrumentation();
+  registerInstrumentations({ instrumentations: [instrumentation] });
+  // Loaded after registration through require, as an application does; an ESM
+  // import needs the loader hook that the register entry installs.
+  undici = createRequire(import.meta.url)('undici');
+  server = await startCountingServer((req, res) => {
+    if (req.url === '/hang') return void held.push(() => res.destroy());
+    if (req.url === '/stall-body') {
+      res.writeHead(200);
+      res.write('first chunk');
+      return void held.push(() => res.destroy());
+    }
+    if (req.url === '/reject') {
+      res.writeHead(504, { 'x-deadline-expired': '1', 'content-type': 'application/json' });
+      return void res.end('{"code":"DEADLINE_EXCEEDED"}');
+    }
+    req.resume();
+    req.once('end', () => res.end('ok'));
+  });
+});
+afterAll(async () => {
+  instrumentation.disable();
+  await server.close();
+  await otel.shutdown();
+});
+afterEach(() => {
+  held.splice(0).forEach((release) => release());
+  server.arrivals.length = 0;
+  otel.exporter.reset();
+});
+
+function under<T>(deadline: ManagedDeadline, fn: () => T): T {
+  return context.with(setDeadline(context.active(), deadline), fn);
+}
+
+const sink = () => new Writable({ write: (_chunk, _encoding, done) => done() });
+
+describe('undici without an active deadline', () => {
+  it('is untouched: no deadline headers', async () => {
+    const { body } = await undici.request(`${server.url}/plain`);
+    expect(await body.text()).toBe('ok');
+    expect(server.headerCount(0, 'x-deadline-remaining-ms')).toBe(0);
+    expect(server.headerCount(0, 'baggage')).toBe(0);
+  });
+});
+
+describe('undici under an active deadline', () => {
+  it('sends the deadline headers exactly once on request, stream, pipeline, fetch and Pool.request', async () => {
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+    const pool = new undici.Pool(server.url);
+    await under(deadline, async () => {
+      await (await undici.request(`${server.url}/a`, { headers: { 'x-deadline-at-ms': '1' } })).body.text();
+      await undici.stream(`${server.url}/b`, { method: 'GET' }, () => sink());
+      const piped = undici.pipeline(`${server.url}/c`, { method: 'GET' }, ({ body }) => body);
+      piped.end();
+      await pipelineAsync(piped, sink());
+      await (await undici.fetch(`${server.url}/d`)).text();
+      await (await pool.request({ path: '/e', method: 'GET' })).body.text();
+    });
+    await pool.close();
+    deadline.dispose();
+    expect(server.arrivals.map((a) => a.url)).toEqual(['/a', '/b', '/c', '/d', '/e']);
+    server.arrivals.forEach((_arrival, index) => {
+      expect(server.headerCount(index, 'x-deadline-remaining-ms')).toBe(1);
+      expect(server.headerCount(index, 'x-deadline-at-ms')).toBe(1);
+      expect(server.headerCount(index, 'baggage')).toBe(1);
+    });
+    expect(Object.fromEntries(server.arrivals[0].headers)['x-deadline-at-ms']).toBe(String(Math.floor(deadline.expiresAtMs)));
+  });
+
+  it('refuses every API before any connection once the deadline has passed', async () => {
+    const before = server.connections;
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 10, parent: null });
+    await sleep(30);
+    const pool = new undici.Pool(server.url);
+    const errors = await under(deadline, () =>
+      Promise.all([
+        undici.request(`${server.url}/x`).catch((e: unknown) => e),
+        undici.stream(`${server.url}/x`, { method: 'GET' }, () => sink()).catch((e: unknown) => e),
+        pipelineAsync(undici.pipeline(`${server.url}/x`, { method: 'GET' }, ({ body }) => body), sink()).catch((e: unknown) => e),
+        undici.fetch(`${server.url}/x`).catch((e: unknown) => e),
+        pool.request({ path: '/x', method: 'POST', body: 'payload' }).catch((e: unknown) => e),
+        new Promise((resolve) => pool.request({ path: '/x', method: 'GET' }, (err) => resolve(err))),
+      ]),
+    );
+    await pool.close();
+    deadline.dispose();
+    for (const error of errors) expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(server.connections).toBe(before);
+    expect(server.arrivals).toHaveLength(0);
+    expect(otel.spans().filter((s) => s.attributes['deadline.outcome'] === 'not_started')).toHaveLength(6);
+  });
+
+  it('refuses with InsufficientBudgetError below minUsefulMs', async () => {
+    instrumentation.setConfig({ minUsefulMs: 60_000 });
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+    const error = await under(deadline, () => undici.request(`${server.url}/x`)).catch((e: unknown) => e);
+    instrumentation.setConfig({});
+    deadline.dispose();
+    expect(error).toBeInstanceOf(InsufficientBudgetError);
+    expect(server.arrivals).toHaveLength(0);
+  });
+
+  it('aborts a request waiting for a pooled socket at the cutoff', async () => {
+    const pool = new undici.Pool(server.url, { connections: 1 });
+    const blocker = pool.request({ path: '/hang', method: 'GET' }).catch(() => {});
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 200, parent: null });
+    const error = await under(deadline, () => pool.request({ path: '/queued', method: 'GET' })).catch((e: unknown) => e);
+    const lagMs = Date.now() - deadline.expiresAtMs;
+    deadline.dispose();
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(lagMs).toBeLessThan(100);
+    expect(server.arrivals.map((a) => a.url)).toEqual(['/hang']);
+    held.splice(0).forEach((release) => release());
+    await blocker;
+    await pool.destroy();
+  });
+
+  it('aborts a request waiting for response headers, and a body being streamed', async () => {
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 200, parent: null });
+    const waiting = await under(deadline, () => undici.request(`${server.url}/hang`)).catch((e: unknown) => e);
+    expect(waiting).toBeInstanceOf(DeadlineExceededError);
+    deadline.dispose();
+
+    const second = openDeadline({ operation: 'root', timeoutMs: 250, parent: null });
+    const { body } = await under(second, () => undici.request(`${server.url}/stall-body`));
+    const streaming = await body.text().catch((e: unknown) => e);
+    expect(streaming).toBeInstanceOf(DeadlineExceededError);
+    expect(Date.now() - second.expiresAtMs).toBeLessThan(100);
+    second.dispose();
+  });
+
+  it("keeps the caller's signal working and leaves no listener behind", async () => {
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+    const caller = new AbortController();
+    const mine = new Error('caller gave up');
+    setTimeout(() => caller.abort(mine), 50);
+    const error = await under(deadline, () => undici.request(`${server.url}/hang`, { signal: caller.signal })).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBe(mine);
+    await under(deadline, async () => (await undici.request(`${server.url}/ok`)).body.text());
+    await sleep(20);
+    expect(getEventListeners(deadline.signal, 'abort')).toHaveLength(0);
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
+    deadline.dispose();
+  });
+
+  it("turns a server's early-reject reply into a DeadlineExceededError", async () => {
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+    const error = await under(deadline, () => undici.request(`${server.url}/reject`)).catch((e: unknown) => e);
+    deadline.dispose();
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+  });
+});
