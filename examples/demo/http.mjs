@@ -1,13 +1,16 @@
-// Loopback HTTP for the demo services, with the deadline carried explicitly:
-// propagation.inject on every call, propagation.extract on every request.
-// (With the package's transport instrumentation registered, plain fetch and
-// http servers would do the same without this file.)
+// Loopback HTTP for the demo services. By default the deadline is carried
+// explicitly: propagation.inject on every call, propagation.extract on every
+// request, with our own CLIENT and SERVER spans. Under
+// `node --import otel-deadline/register` (DEMO_TELEMETRY=register) the
+// package's transport instrumentation does all of that for plain fetch and
+// node:http, so this file only routes.
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { ATTR_DEADLINE_OUTCOME, getDeadline, openDeadline, setDeadline } from 'otel-deadline';
 
 const tracer = trace.getTracer('otel-deadline-demo');
+const instrumented = process.env.DEMO_TELEMETRY === 'register';
 
 /** Another demo service's base URL: from the launcher (IPC) or DEMO_PEER_<NAME> (docker-compose). */
 const peers = new Map();
@@ -31,21 +34,25 @@ export function statusError(status) {
  * aborts the call at the cutoff.
  */
 export async function call(service, path, body = {}, { signal } = {}) {
+  const post = async () => {
+    const headers = { 'content-type': 'application/json' };
+    if (!instrumented) propagation.inject(context.active(), headers);
+    const res = await fetch(`${peer(service)}${path}`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify(body),
+      signal: signal ?? getDeadline()?.signal,
+    });
+    if (!res.ok) {
+      await res.arrayBuffer();
+      throw statusError(res.status);
+    }
+    return res.json();
+  };
+  if (instrumented) return post();
   return tracer.startActiveSpan(`POST ${service}${path}`, { kind: SpanKind.CLIENT }, async (span) => {
     try {
-      const headers = { 'content-type': 'application/json' };
-      propagation.inject(context.active(), headers);
-      const res = await fetch(`${peer(service)}${path}`, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify(body),
-        signal: signal ?? getDeadline()?.signal,
-      });
-      if (!res.ok) {
-        await res.arrayBuffer();
-        throw statusError(res.status);
-      }
-      return await res.json();
+      return await post();
     } catch (err) {
       span.setStatus({ code: SpanStatusCode.ERROR, message: err?.name ?? 'Error' });
       throw err;
@@ -94,9 +101,9 @@ function readJson(req) {
 /**
  * A JSON service. Each POST runs its route in a SERVER span, in the context
  * the request's headers describe (trace and deadline). An edge service opens
- * the request's root deadline itself (`edgeTimeoutMs`). A request whose
- * deadline has already passed is answered 504 before its route runs.
- * GET /metrics serves the Prometheus exposition and is not traced.
+ * the request's root deadline itself (`edgeTimeoutMs`) when none arrived. A
+ * request whose deadline has already passed is answered 504 before its route
+ * runs. GET /metrics serves the Prometheus exposition.
  */
 export function serve({ routes, metrics, edgeTimeoutMs }) {
   return createServer(async (req, res) => {
@@ -106,27 +113,34 @@ export function serve({ routes, metrics, edgeTimeoutMs }) {
     const route = req.method === 'POST' ? routes[path] : undefined;
     if (route === undefined) return send(res, 404, { code: 'NOT_FOUND' });
 
-    let incoming = propagation.extract(ROOT_CONTEXT, req.headers);
-    const edge = edgeTimeoutMs === undefined ? undefined : openDeadline({ operation: path, timeoutMs: edgeTimeoutMs, parent: null });
-    if (edge !== undefined) incoming = setDeadline(incoming, edge);
+    // Instrumented, the http server span and the request's deadline are already active.
+    let incoming = instrumented ? context.active() : propagation.extract(ROOT_CONTEXT, req.headers);
+    let opened;
+    if (edgeTimeoutMs !== undefined && getDeadline(incoming) === undefined) {
+      opened = openDeadline({ operation: path, timeoutMs: edgeTimeoutMs, parent: null });
+      incoming = setDeadline(incoming, opened);
+    }
     const deadline = getDeadline(incoming);
-    const span = tracer.startSpan(`POST ${path}`, { kind: SpanKind.SERVER }, incoming);
+    const own = instrumented ? undefined : tracer.startSpan(`POST ${path}`, { kind: SpanKind.SERVER }, incoming);
+    const active = own === undefined ? incoming : trace.setSpan(incoming, own);
+    const hop = trace.getSpan(active);
     try {
       if (deadline?.expired) {
-        span.setAttribute(ATTR_DEADLINE_OUTCOME, 'not_started');
+        own?.setAttribute(ATTR_DEADLINE_OUTCOME, 'not_started');
         return send(res, 504, { code: 'DEADLINE_EXCEEDED' }, { 'x-deadline-expired': '1' });
       }
       const body = await readJson(req);
-      const result = await context.with(trace.setSpan(incoming, span), () => route(body, { traceId: span.spanContext().traceId }));
+      const result = await context.with(active, () => route(body, { traceId: hop?.spanContext().traceId }));
       send(res, 200, result);
     } catch (err) {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: err?.name ?? 'Error' });
+      hop?.setStatus({ code: SpanStatusCode.ERROR, message: err?.name ?? 'Error' });
       if (err?.code === 'DEADLINE_EXCEEDED') send(res, 504, { code: err.code }, { 'x-deadline-expired': '1' });
       else send(res, typeof err?.status === 'number' ? err.status : 500, { code: 'ERROR' });
     } finally {
-      span.end();
-      // The deadline this request brought (or opened) ends with it: release its timer now.
-      deadline?.dispose?.();
+      own?.end();
+      // A deadline this code made ends with the request: release its timer now.
+      if (!instrumented) deadline?.dispose?.();
+      else opened?.dispose();
     }
   });
 }

@@ -11,9 +11,10 @@ const SERVICE_ENTRY = fileURLToPath(new URL('./service.mjs', import.meta.url));
 export const SERVICE_NAMES = ['gateway', 'agent', 'tools', 'worker'];
 const READY_TIMEOUT_MS = 20_000;
 
-function startService(name, env) {
+function startService(name, env, execArgv) {
   const child = fork(SERVICE_ENTRY, [], {
     env: { ...process.env, ...env, DEMO_SERVICE: name, OTEL_SERVICE_NAME: name },
+    execArgv,
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
@@ -33,9 +34,18 @@ function startService(name, env) {
 }
 
 /**
- * @param {{ outDir?: string, budgetMs?: number, onSpans?: (spans: object[]) => void }} [options]
+ * `telemetry: 'self'` (default) sets the SDK up in examples/demo/telemetry.mjs;
+ * `'register'` starts each service with `node --import otel-deadline/register`,
+ * the package's own entry (transport instrumentation included), as
+ * docker-compose.yml does.
+ * @param {{ outDir?: string, budgetMs?: number, telemetry?: 'self' | 'register', onSpans?: (spans: object[]) => void }} [options]
  */
-export async function startDemo({ outDir = process.cwd(), budgetMs = 1_500, onSpans } = {}) {
+export async function startDemo({
+  outDir = process.cwd(),
+  budgetMs = 1_500,
+  telemetry = process.env.DEMO_TELEMETRY === 'register' ? 'register' : 'self',
+  onSpans,
+} = {}) {
   const tracesFile = join(outDir, 'demo-traces.json');
   rmSync(tracesFile, { force: true });
   const receiver = await startOtlpReceiver({ file: tracesFile, onSpans });
@@ -44,7 +54,18 @@ export async function startDemo({ outDir = process.cwd(), budgetMs = 1_500, onSp
     OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
     DEMO_BUDGET_MS: String(budgetMs),
   };
-  const started = SERVICE_NAMES.map((name) => startService(name, env));
+  let execArgv = [];
+  if (telemetry === 'register') {
+    // Resolved here, inside the package, so it works whatever the working directory.
+    execArgv = ['--import', import.meta.resolve('otel-deadline/register')];
+    Object.assign(env, { DEMO_TELEMETRY: 'register', OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none' });
+  } else {
+    env.DEMO_TELEMETRY = 'self';
+  }
+  const started = SERVICE_NAMES.map((name) =>
+    // The edge's budget: the instrumentation gives it to requests that arrive without a deadline.
+    startService(name, name === 'gateway' ? { ...env, OTEL_DEADLINE_DEFAULT_TIMEOUT_MS: String(budgetMs) } : env, execArgv),
+  );
   const services = {};
   try {
     const ports = await Promise.all(started.map((s) => s.ready));

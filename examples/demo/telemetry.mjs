@@ -30,7 +30,10 @@ if (process.env.DEMO_TELEMETRY !== 'register') {
   tracerProvider = new BasicTracerProvider({
     resource,
     spanProcessors: [
-      new DeadlineSpanProcessor({ meterProvider }),
+      // An abort at the cutoff takes a few ms to unwind through fetch and the
+      // handlers; on a busy laptop more than the default 10 ms. The demo allows
+      // 100 ms before it calls a span ended_after_deadline.
+      new DeadlineSpanProcessor({ meterProvider, lateGraceMs: 100 }),
       // A short delay, so the demo can print each hop as it finishes.
       new BatchSpanProcessor(new OTLPTraceExporter(), { scheduledDelayMillis: 50 }),
     ],

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import type { ExecFileOptions } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -6,6 +7,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from './helpers/run-cli';
 
 const RUN = resolve(__dirname, '../../examples/demo/run.mjs');
+
+function runDemo(options: ExecFileOptions): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    execFile(process.execPath, [RUN], { timeout: 60_000, ...options, encoding: 'utf8' }, (err, out, errOut) => {
+      done({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout: String(out), stderr: String(errOut) });
+    });
+  });
+}
 
 describe('npm run demo (node examples/demo/run.mjs on the built package)', () => {
   let dir: string;
@@ -15,11 +24,7 @@ describe('npm run demo (node examples/demo/run.mjs on the built package)', () =>
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'lineage-demo-'));
-    ({ code, stdout, stderr } = await new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
-      execFile(process.execPath, [RUN], { cwd: dir, timeout: 60_000, encoding: 'utf8' }, (err, out, errOut) => {
-        done({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout: out, stderr: errOut });
-      });
-    }));
+    ({ code, stdout, stderr } = await runDemo({ cwd: dir }));
   }, 70_000);
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -65,5 +70,28 @@ describe('npm run demo (node examples/demo/run.mjs on the built package)', () =>
     const gate = await runCli([traces, '--fail-on-violation']);
     expect(gate.code).toBe(1);
     expect(gate.stdout).toContain('agent: cache.refresh');
+  });
+});
+
+describe('the demo under `node --import otel-deadline/register` (the docker-compose command line, on loopback)', () => {
+  let dir: string;
+  let run: { code: number; stdout: string; stderr: string };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'lineage-demo-register-'));
+    run = await runDemo({ cwd: dir, env: { ...process.env, DEMO_TELEMETRY: 'register' } });
+  }, 70_000);
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("runs with the package's own SDK setup and transport instrumentation, and still flags the late child", () => {
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    const all = run.stdout.split('\n');
+    const tree = all.slice(all.findIndex((l) => l.startsWith('trace ')));
+    for (const service of ['gateway', 'agent', 'tools', 'worker']) {
+      expect(tree.some((l) => l.includes(`${service}: `)), service).toBe(true);
+    }
+    expect(tree.find((l) => l.includes('agent: cache.refresh'))).toMatch(/✗ LATE later_than_parent$/);
+    expect(tree.find((l) => l.includes('worker: summarize'))).toMatch(/completed$/);
   });
 });
