@@ -16,7 +16,13 @@ export const ATTR_DEADLINE_LATE = 'deadline.late';
 export const ATTR_DEADLINE_VIOLATION = 'deadline.violation';
 
 export type DeadlineOutcome = 'completed' | 'expired' | 'cancelled' | 'not_started' | 'unknown';
-export type DeadlineViolation = 'later_than_parent' | 'ended_after_parent' | 'ended_after_deadline' | 'started_after_expiry';
+export type DeadlineViolation =
+  | 'later_than_parent'
+  | 'ended_after_parent'
+  | 'ended_after_deadline'
+  | 'started_after_expiry'
+  /** Extension: work started under a deadline that had already been cancelled. */
+  | 'started_after_cancel';
 
 export const METRIC_VIOLATIONS = 'deadline.violations';
 export const METRIC_ABORTS = 'deadline.aborts';

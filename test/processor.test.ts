@@ -124,6 +124,32 @@ describe('lateness', () => {
     expect(a['deadline.violation']).toBe('ended_after_parent');
   });
 
+  it('flags ended_after_parent for a follow-up that starts after its parent span ended', async () => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let followUp: Promise<void> | undefined;
+    await withDeadline({ operation: 'tool', timeoutMs: 5_000, parent: null }, async () => {
+      followUp = gate.then(() => withDeadline({ operation: 'released', timeoutMs: 1_000 }, () => sleep(1)));
+    });
+    release();
+    await followUp;
+    const a = otel.span('released').attributes;
+    expect(a['deadline.late']).toBe(true);
+    expect(a['deadline.violation']).toBe('ended_after_parent');
+  });
+
+  it('flags started_after_cancel for work started under a cancelled deadline, and not a refusal', async () => {
+    const caller = new AbortController();
+    await withDeadline({ operation: 'request', timeoutMs: 5_000, parent: null, signal: caller.signal }, async () => {
+      caller.abort('client left');
+      tracer().startSpan('ignores-cancel').end();
+      await expect(withDeadline({ operation: 'refused', timeoutMs: 100 }, () => 1)).rejects.toThrow();
+    });
+    expect(otel.span('ignores-cancel').attributes['deadline.violation']).toBe('started_after_cancel');
+    expect(otel.span('refused').attributes['deadline.outcome']).toBe('not_started');
+    expect(otel.span('refused').attributes['deadline.late']).toBeUndefined();
+  });
+
   it('flags ended_after_deadline for work that ignores its signal', async () => {
     await withDeadline({ operation: 'stubborn', timeoutMs: 20, parent: null }, () => sleep(80));
     const a = otel.span('stubborn').attributes;

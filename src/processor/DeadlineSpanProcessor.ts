@@ -71,7 +71,10 @@ function outcomeOf(deadline: Deadline): DeadlineOutcome {
  * metrics are still recorded from `onEnd`.
  */
 export class DeadlineSpanProcessor implements SpanProcessor {
+  /** In-flight spans only: removed when the span ends. */
   private readonly states = new WeakMap<object, SpanState>();
+  /** Every span's deadline, kept until the span is collected, so late children can still compare. */
+  private readonly deadlines = new WeakMap<object, Deadline>();
   private readonly instruments: () => DeadlineInstruments;
   private readonly lateGraceMs: number;
 
@@ -95,12 +98,16 @@ export class DeadlineSpanProcessor implements SpanProcessor {
     if (deadline.queueDwellMs !== undefined) span.setAttribute(ATTR_DEADLINE_QUEUE_DWELL_MS, deadline.queueDwellMs);
 
     const startViolations: DeadlineViolation[] = [];
-    const parentSpan = trace.getSpan(parentContext) as unknown as object | undefined;
-    const parentState = parentSpan === undefined ? undefined : this.states.get(parentSpan);
-    if (parentState !== undefined && isLaterThan(deadline, parentState.deadline)) startViolations.push('later_than_parent');
+    const parentSpan = trace.getSpan(parentContext) as unknown as { ended?: boolean } | undefined;
+    const parentDeadline = parentSpan === undefined ? undefined : this.deadlines.get(parentSpan);
+    if (parentDeadline !== undefined && isLaterThan(deadline, parentDeadline)) startViolations.push('later_than_parent');
     if (remaining <= 0) startViolations.push('started_after_expiry');
+    else if (deadline.aborted) startViolations.push('started_after_cancel');
 
-    this.states.set(span, { deadline, parentSpan: parentState === undefined ? undefined : parentSpan, startViolations });
+    this.deadlines.set(span, deadline);
+    // Only in-process SDK spans can be compared; a remote parent has no `ended`.
+    const localParent = parentDeadline !== undefined ? parentSpan : undefined;
+    this.states.set(span, { deadline, parentSpan: localParent, startViolations });
     this.instruments().remaining.record(remaining, { [ATTR_SPAN_KIND]: KIND_NAMES[span.kind] ?? 'internal' });
   }
 
@@ -153,7 +160,7 @@ export class DeadlineSpanProcessor implements SpanProcessor {
     // Work that was refused never ran, so it cannot have run late.
     const ran = outcome !== 'not_started';
     const violations = state.startViolations.filter((v) => ran || v === 'later_than_parent');
-    if (state.parentSpan?.ended === true) violations.push('ended_after_parent');
+    if (ran && state.parentSpan?.ended === true) violations.push('ended_after_parent');
     const overrun = -remainingSigned(state.deadline);
     if (ran && overrun > this.lateGraceMs) violations.push('ended_after_deadline');
     return violations;
