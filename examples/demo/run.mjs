@@ -2,7 +2,7 @@
 // then its deadline lineage as a tree and as a timeline page. No Docker.
 import { writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { buildTree, loadTraces, renderHtml, renderText } from '../../dist/cjs/src/lineage/index.js';
 import { startDemo } from './start.mjs';
 import { hopLine } from './report.mjs';
@@ -40,7 +40,8 @@ export async function runDemo({ outDir = process.cwd(), budgetMs = 1_500, print 
   const shown = (file) => relative(process.cwd(), file) || file;
   print(`\nTimeline: ${pathToFileURL(htmlFile).href}`);
   print(`Spans (OTLP/JSON lines): ${shown(demo.tracesFile)}`);
-  print(`Again from the file: npx deadline-lineage ${shown(demo.tracesFile)} --trace ${answer.traceId} --fail-on-violation`);
+  const cli = shown(fileURLToPath(new URL('../../dist/cjs/src/lineage/cli.js', import.meta.url)));
+  print(`Again from the file: node ${cli} ${shown(demo.tracesFile)} --trace ${answer.traceId} --fail-on-violation`);
   return { answer, trees, htmlFile, tracesFile: demo.tracesFile };
 }
 
