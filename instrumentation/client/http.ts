@@ -62,7 +62,8 @@ function refusedConnection(error: Error): () => Socket {
 }
 
 function refusedRequest(protocol: 'http:' | 'https:', parsed: RequestArgs, error: Error, isGet: boolean): http.ClientRequest {
-  const extra: Options = { agent: false, createConnection: refusedConnection(error) };
+  // No agent at all (agent: false would still create one): ClientRequest then uses createConnection.
+  const extra: Options = { agent: undefined, createConnection: refusedConnection(error) };
   // Without an agent, ClientRequest checks the protocol against this default agent.
   if (protocol === 'https:') extra._defaultAgent = https.globalAgent;
   const request = new (http.ClientRequest as unknown as new (...args: unknown[]) => http.ClientRequest)(...buildArgs(parsed, extra));
@@ -90,9 +91,9 @@ function failQueuedRequest(request: http.ClientRequest): void {
 }
 
 function abortRequest(request: http.ClientRequest, reason: unknown): void {
-  const response = (request as unknown as { res?: http.IncomingMessage }).res;
+  const response = (request as unknown as { res?: http.IncomingMessage | null }).res;
   // Destroying the response first makes a reader of the body see our reason, not a generic "aborted".
-  if (response !== undefined && !response.complete) response.destroy(reason as Error);
+  if (response != null && !response.complete) response.destroy(reason as Error);
   request.destroy(reason as Error);
   if (request.socket == null) failQueuedRequest(request);
 }
@@ -109,13 +110,13 @@ function hasBodyHeaders(request: http.ClientRequest): boolean {
  */
 function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, operation: string): void {
   const emit = request.emit;
-  let converting = false;
+  let state: 'idle' | 'reading' | 'done' = 'idle';
   let closeHeld = false;
   request.emit = function (this: http.ClientRequest, event: string | symbol, ...args: unknown[]): boolean {
-    if (event === 'response' && !converting) {
+    if (event === 'response' && state === 'idle') {
       const response = args[0] as http.IncomingMessage;
       if (isRejectValue(response.headers[HEADER_DEADLINE_EXPIRED])) {
-        converting = true;
+        state = 'reading';
         call.markRejectedByServer();
         const chunks: Buffer[] = [];
         let size = 0;
@@ -125,13 +126,14 @@ function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, o
         });
         response.once('end', () => {
           const body = size <= MAX_REPLY_BODY_BYTES ? Buffer.concat(chunks).toString('utf8') : undefined;
+          state = 'done';
           emit.call(this, 'error', errorFromReply(operation, call.deadline, body));
           if (closeHeld) emit.call(this, 'close');
         });
         return true;
       }
     }
-    if (event === 'close' && converting && !closeHeld) {
+    if (event === 'close' && state === 'reading') {
       closeHeld = true;
       return false;
     }
