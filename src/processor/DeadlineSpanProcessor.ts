@@ -105,8 +105,9 @@ export class DeadlineSpanProcessor implements SpanProcessor {
     else if (deadline.aborted) startViolations.push('started_after_cancel');
 
     this.deadlines.set(span, deadline);
-    // Only in-process SDK spans can be compared; a remote parent has no `ended`.
-    const localParent = parentDeadline !== undefined ? parentSpan : undefined;
+    // Only in-process SDK spans can be compared; a remote parent has no `ended`. A
+    // consumer runs after its producer span ended by design: that is not lateness.
+    const localParent = parentDeadline !== undefined && span.kind !== SpanKind.CONSUMER ? parentSpan : undefined;
     this.states.set(span, { deadline, parentSpan: localParent, startViolations });
     this.instruments().remaining.record(remaining, { [ATTR_SPAN_KIND]: KIND_NAMES[span.kind] ?? 'internal' });
   }

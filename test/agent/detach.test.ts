@@ -45,7 +45,7 @@ async function until(what: string, check: () => boolean, maxMs = 3_000): Promise
   }
 }
 
-const FLAGS = ['ended_after_parent', 'started_after_expiry'];
+const FLAGS = ['ended_after_parent', 'started_after_expiry', 'started_after_cancel'];
 
 interface Finding {
   path: string;
@@ -141,8 +141,8 @@ describe("seed 000's fixture: a follow-up released after the root is cancelled",
     expect(findings.map((f) => f.path).sort()).toEqual(['/follow-up', '/slow']);
     // The unawaited slow call is flagged by the processor itself...
     expect(findings.find((f) => f.path === '/slow')!.why).toBe('POST: ended_after_parent');
-    // ...the follow-up started after its tool had ended, under a cancelled deadline.
-    expect(findings.find((f) => f.path === '/follow-up')!.why).toBe('POST: started after inventory.update ended');
+    // ...and so is the follow-up, which started after its tool had ended, under a cancelled deadline.
+    expect(findings.find((f) => f.path === '/follow-up')!.why).toBe('POST: started_after_cancel');
     const followUp = otel.spans().find((s) => s.name === 'POST' && s.attributes['url.full'] === `${dependency.url}/follow-up`);
     expect(followUp?.attributes['deadline.outcome']).toBe('cancelled');
   });
