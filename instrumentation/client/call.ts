@@ -77,12 +77,13 @@ export class OutgoingCall {
   }
 
   /**
-   * Enforce mode: calls `action(reason)` at the cutoff or when the caller's
-   * signal aborts, whichever comes first, unless the call settles before.
+   * Calls `action(reason)` at the cutoff or when the caller's signal aborts,
+   * whichever comes first, unless the call settles before. Observe mode only
+   * records `deadline.would_abort` then, while the transport span is still open.
    */
   arm(action: (reason: unknown) => void): void {
-    if (this.observe || this.settled) return;
-    this.abortAction = action;
+    if (this.settled) return;
+    this.abortAction = this.observe ? () => this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true }) : action;
     const signal = this.deadline.signal;
     if (signal.aborted) return this.abortWith(signal.reason);
     signal.addEventListener('abort', this.onAbort);
@@ -114,12 +115,16 @@ export class OutgoingCall {
     if (this.settled) return;
     this.settled = true;
     this.detach();
-    if (this.observe && this.deadline.remainingMs() <= 0) this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true });
+    if (this.observe && this.deadline.remainingMs() <= 0) this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true }); // timer not run yet
   }
 
   private abortWith(reason: unknown): void {
     if (this.settled) return;
     const action = this.abortAction;
+    if (this.observe) {
+      this.detach();
+      return action?.(reason);
+    }
     this.settled = true;
     this.detach();
     const code = abortCodeOf(reason);

@@ -65,7 +65,9 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
       // Set here, in the caller's context; the undici channel only removes duplicates.
       const headers = fetchHeadersWithDeadline(() => new Headers((init?.headers ?? request?.headers) as ConstructorParameters<typeof Headers>[0]), ctx);
       let options: Record<string, unknown> | undefined = headers === undefined ? init : { ...init, headers };
-      if (!call.observe) {
+      if (call.observe) {
+        call.arm(() => {});
+      } else {
         const controller = new AbortController();
         call.arm((reason) => controller.abort(reason));
         options = { ...options, signal: controller.signal };

@@ -118,7 +118,9 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
       // promise (or destroys the pipeline) itself; the queued request is then
       // aborted before it is written when its turn comes.
       let failNow: ((reason: unknown) => void) | undefined;
-      if (!call.observe) {
+      if (call.observe) {
+        call.arm(() => {});
+      } else {
         const controller = new AbortController();
         call.arm((reason) => {
           controller.abort(reason);

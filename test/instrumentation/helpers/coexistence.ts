@@ -1,0 +1,212 @@
+import { createRequire } from 'node:module';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { context, propagation, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { registerInstrumentations } from '@opentelemetry/instrumentation';
+import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  DeadlineExceededError,
+  DeadlineInstrumentation,
+  getDeadline,
+  openDeadline,
+  setDeadline,
+  type ManagedDeadline,
+} from '../../../src';
+import { installOtel, sleep, type TestOtel } from '../../helpers/otel';
+import { readBody, requestError, response, startCountingServer, type CountingServer } from './servers';
+
+export type RegistrationOrder = 'deadline-first' | 'otel-first';
+
+const HTTP_SCOPE = '@opentelemetry/instrumentation-http';
+const UNDICI_SCOPE = '@opentelemetry/instrumentation-undici';
+
+/**
+ * The same suite under both registration orders (one test file each, so each
+ * runs in a fresh process): wrapping order decides who is outer on
+ * `http.request`, and subscription order who runs first in the undici channel.
+ */
+export function coexistenceSuite(order: RegistrationOrder): void {
+  let otel: TestOtel;
+  let deadline: DeadlineInstrumentation;
+  let server: CountingServer;
+  let http: typeof import('node:http');
+  let undici: typeof import('undici');
+  const held: (() => void)[] = [];
+  const handled: { operation?: string; baggage?: string }[] = [];
+
+  beforeAll(async () => {
+    otel = installOtel();
+    const load = createRequire(import.meta.url);
+    // Instrumentations enable themselves when constructed (instrumentation-undici
+    // records nothing if constructed with enabled: false), so construction order
+    // is registration order; ours waits, disabled, when it goes second.
+    deadline = new DeadlineInstrumentation({ enabled: order === 'deadline-first' });
+    registerInstrumentations({
+      instrumentations: [
+        new HttpInstrumentation({ requestHook: deadline.httpRequestHook }),
+        new UndiciInstrumentation({ requestHook: deadline.undiciRequestHook }),
+      ],
+    });
+    // instrumentation-http patches node:http when it is next required.
+    http = load('node:http');
+    if (order === 'otel-first') registerInstrumentations({ instrumentations: [deadline] });
+    undici = load('undici');
+    server = await startCountingServer((req: IncomingMessage, res: ServerResponse) => {
+      const active = getDeadline();
+      handled.push({ operation: active?.operation, baggage: propagation.getBaggage(context.active())?.getEntry('deadline.at_ms')?.value });
+      if (req.url === '/hang') return void held.push(() => res.destroy());
+      req.resume();
+      req.once('end', () => res.end('ok'));
+    });
+  });
+  afterAll(async () => {
+    await server.close();
+    await otel.shutdown();
+  });
+  afterEach(() => {
+    held.splice(0).forEach((release) => release());
+    server.arrivals.length = 0;
+    handled.length = 0;
+    otel.exporter.reset();
+    deadline.setConfig({});
+  });
+
+  function under<T>(d: ManagedDeadline, fn: () => T): T {
+    return context.with(setDeadline(context.active(), d), fn);
+  }
+
+  const clientSpans = (scope: string): ReadableSpan[] =>
+    otel.spans().filter((s) => s.kind === SpanKind.CLIENT && s.instrumentationScope.name === scope);
+
+  describe(`next to instrumentation-http and -undici (${order})`, () => {
+    it('is wrapped in the order under test', () => {
+      // shimmer marks instrumentation-http's wrapper; ours carries no such mark.
+      const outer = (http.request as unknown as { __wrapped?: boolean }).__wrapped === true ? 'otel' : 'deadline';
+      expect(outer).toBe(order === 'deadline-first' ? 'otel' : 'deadline');
+    });
+
+    it('sends every deadline header and traceparent exactly once from fetch, undici and http', async () => {
+      const d = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+      await under(d, async () => {
+        await (await fetch(`${server.url}/fetch`)).text();
+        await (await undici.request(`${server.url}/undici`, { method: 'POST', body: 'x' })).body.text();
+        const post = http.request(`${server.url}/http`, { method: 'POST' });
+        post.end('x');
+        await readBody(await response(post));
+      });
+      d.dispose();
+      expect(server.arrivals.map((a) => a.url)).toEqual(['/fetch', '/undici', '/http']);
+      server.arrivals.forEach((_a, index) => {
+        for (const name of ['x-deadline-remaining-ms', 'x-deadline-at-ms', 'baggage', 'traceparent']) {
+          expect([index, name, server.headerCount(index, name)]).toEqual([index, name, 1]);
+        }
+      });
+      // Both transport instrumentations still do their job.
+      expect(clientSpans(UNDICI_SCOPE)).toHaveLength(2);
+      expect(clientSpans(HTTP_SCOPE)).toHaveLength(1);
+      expect(otel.spans().filter((s) => s.kind === SpanKind.SERVER)).toHaveLength(3);
+    });
+
+    it('runs handlers under our server deadline, not the one a global propagator extracted', async () => {
+      const d = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+      await under(d, async () => (await fetch(`${server.url}/ctx`)).text());
+      d.dispose();
+      expect(handled[0].operation).toBe('http.server');
+      expect(handled[0].baggage).toBe(String(Math.floor(d.expiresAtMs)));
+    });
+
+    it('strips the deadline of an untrusted caller from the handler context and its baggage', async () => {
+      deadline.setConfig({ trustIncoming: () => false });
+      const d = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+      await under(d, async () => (await fetch(`${server.url}/untrusted`)).text());
+      d.dispose();
+      expect(handled[0]).toEqual({ operation: undefined, baggage: undefined });
+    });
+
+    it('puts the outcome on the transport client spans: expired, unknown, not_started, completed', async () => {
+      const d = openDeadline({ operation: 'root', timeoutMs: 300, parent: null });
+      const results = await under(d, () =>
+        Promise.all([
+          fetch(`${server.url}/hang`).catch((e: unknown) => e),
+          undici.request(`${server.url}/hang`, { method: 'POST', body: 'payload' }).catch((e: unknown) => e),
+          (() => {
+            const post = http.request(`${server.url}/hang`, { method: 'POST' });
+            post.end('payload');
+            return requestError(post);
+          })(),
+          requestError(http.get(`${server.url}/hang`)),
+        ]),
+      );
+      for (const result of results) expect(result).toBeInstanceOf(DeadlineExceededError);
+      await sleep(20);
+      const refused = await under(d, () => fetch(`${server.url}/late`).catch((e: unknown) => e));
+      const refusedHttp = await requestError(under(d, () => http.get(`${server.url}/late`)));
+      expect(refused).toBeInstanceOf(DeadlineExceededError);
+      expect(refusedHttp).toBeInstanceOf(DeadlineExceededError);
+      d.dispose();
+
+      const outcomes = (scope: string, method: string) =>
+        clientSpans(scope)
+          .filter((s) => s.attributes['http.request.method'] === method)
+          .map((s) => s.attributes['deadline.outcome']);
+      expect(outcomes(UNDICI_SCOPE, 'GET')).toEqual(['expired']);
+      expect(outcomes(UNDICI_SCOPE, 'POST')).toEqual(['unknown']);
+      expect(outcomes(HTTP_SCOPE, 'POST')).toEqual(['unknown']);
+      // The refused http.get has a span of its own, whoever is outer.
+      const notStarted = otel.spans().filter((s) => s.attributes['deadline.outcome'] === 'not_started');
+      expect(notStarted).toHaveLength(2);
+      expect(outcomes(HTTP_SCOPE, 'GET').filter((o) => o !== 'not_started')).toEqual(['expired']);
+      expect(server.arrivals.map((a) => a.url).filter((u) => u === '/late')).toHaveLength(0);
+
+      const ok = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+      await under(ok, async () => (await fetch(`${server.url}/fine`)).text());
+      ok.dispose();
+      expect(clientSpans(UNDICI_SCOPE).at(-1)?.attributes['deadline.outcome']).toBe('completed');
+    });
+
+    it('records an early reject on the server span', async () => {
+      deadline.setConfig({ minUsefulMs: 1_000 });
+      // A raw caller with no deadline of its own, so only the server decides.
+      const res = await response(http.get(`${server.url}/rejected`, { headers: { 'x-deadline-remaining-ms': '200' } }));
+      await readBody(res);
+      await sleep(10);
+      expect(res.statusCode).toBe(504);
+      const span = otel.spans().find((s) => s.kind === SpanKind.SERVER)!;
+      expect(span.attributes['deadline.outcome']).toBe('not_started');
+      expect(span.attributes['deadline.abort.code']).toBe('INSUFFICIENT_BUDGET');
+      expect(span.status.code).toBe(SpanStatusCode.ERROR);
+      expect(handled).toHaveLength(0);
+    });
+
+    it('records a client disconnect on the server span as cancelled', async () => {
+      const req = http.get(`${server.url}/hang`, { headers: { 'x-deadline-remaining-ms': '10000' } });
+      req.on('error', () => {});
+      while (handled.length === 0) await sleep(5);
+      req.destroy();
+      while (!otel.spans().some((s) => s.kind === SpanKind.SERVER)) await sleep(5);
+      const span = otel.spans().find((s) => s.kind === SpanKind.SERVER)!;
+      expect(span.attributes['deadline.outcome']).toBe('cancelled');
+      expect(span.attributes['deadline.abort.code']).toBe('CANCELLED');
+    });
+
+    it('records what observe mode would have done, without doing it', async () => {
+      deadline.setConfig({ mode: 'observe', minUsefulMs: 1_000 });
+      const res = await response(http.get(`${server.url}/observed`, { headers: { 'x-deadline-remaining-ms': '200' } }));
+      await readBody(res);
+      const d = openDeadline({ operation: 'root', timeoutMs: 50, parent: null });
+      await sleep(80);
+      const late = await under(d, async () => (await fetch(`${server.url}/observed-late`)).text());
+      d.dispose();
+      await sleep(10);
+      expect(res.statusCode).toBe(200);
+      expect(late).toBe('ok');
+      const server1 = otel.spans().find((s) => s.kind === SpanKind.SERVER && s.attributes['deadline.would_reject'] === true);
+      expect(server1).toBeDefined();
+      const client = clientSpans(UNDICI_SCOPE).at(-1)!;
+      expect(client.attributes['deadline.would_reject']).toBe(true);
+      expect(client.attributes['deadline.would_abort']).toBe(true);
+    });
+  });
+}
