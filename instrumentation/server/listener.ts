@@ -74,10 +74,20 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
     }
   }
 
+  // A global propagator (through instrumentation-http) may have read the same
+  // headers a moment earlier; a relative header read later ends later, and the
+  // handler's spans must not outlive the server span's deadline.
+  let cutoffMono = monotonicNow() + budget.remainingMs;
+  let expiresAtMs = budget.expiresAtMs;
+  const extracted = budget.source === 'remote' ? getDeadline(ctx) : undefined;
+  if (extracted instanceof DeadlineNode && extracted.cutoffMono < cutoffMono) {
+    cutoffMono = extracted.cutoffMono;
+    expiresAtMs = Math.min(expiresAtMs, extracted.expiresAtMs);
+  }
   const deadline = new DeadlineNode({
     operation: SERVER_OPERATION,
-    cutoffMono: monotonicNow() + budget.remainingMs,
-    expiresAtMs: budget.expiresAtMs,
+    cutoffMono,
+    expiresAtMs,
     source: budget.source,
     budgetMs: budget.remainingMs,
     wireSkewMs: budget.wireSkewMs,
