@@ -7,6 +7,7 @@
  */
 import { register as registerLoaderHooks } from 'node:module';
 import { pathToFileURL } from 'node:url';
+import { isMainThread } from 'node:worker_threads';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
@@ -17,45 +18,57 @@ import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
 import { DeadlineSpanProcessor } from '../src/processor/DeadlineSpanProcessor';
 import { DeadlineInstrumentation } from './DeadlineInstrumentation';
 import { configFromEnv } from './env';
+import type { DeadlineInstrumentationConfig } from './types';
 
-// Read first: a bad value stops the process before anything starts.
-const config = configFromEnv(process.env);
-
-// ESM imports (`import { request } from 'undici'`) are only visible to the
-// instrumentations through import-in-the-middle's loader hook.
-if (typeof registerLoaderHooks === 'function') {
+/** ESM imports (`import { request } from 'undici'`) reach the instrumentations only through this loader hook. */
+function registerImportHook(): void {
+  if (typeof registerLoaderHooks !== 'function') return;
   registerLoaderHooks('@opentelemetry/instrumentation/hook.mjs', pathToFileURL(__filename), {
     data: { include: ['undici', 'http', 'https', 'node:http', 'node:https'] },
   });
 }
 
-const deadline = new DeadlineInstrumentation(config);
-const sdk = new NodeSDK({
-  textMapPropagator: new CompositePropagator({
-    propagators: [
-      new W3CTraceContextPropagator(),
-      new W3CBaggagePropagator(),
-      new DeadlinePropagator({ maxIncomingMs: config.maxIncomingMs }),
+function createSdk(config: DeadlineInstrumentationConfig): NodeSDK {
+  const deadline = new DeadlineInstrumentation(config);
+  return new NodeSDK({
+    textMapPropagator: new CompositePropagator({
+      propagators: [
+        new W3CTraceContextPropagator(),
+        new W3CBaggagePropagator(),
+        new DeadlinePropagator({ maxIncomingMs: config.maxIncomingMs }),
+      ],
+    }),
+    spanProcessors: [new DeadlineSpanProcessor(), new BatchSpanProcessor(new OTLPTraceExporter())],
+    instrumentations: [
+      new HttpInstrumentation({ requestHook: deadline.httpRequestHook }),
+      new UndiciInstrumentation({ requestHook: deadline.undiciRequestHook }),
+      deadline,
     ],
-  }),
-  spanProcessors: [new DeadlineSpanProcessor(), new BatchSpanProcessor(new OTLPTraceExporter())],
-  instrumentations: [
-    new HttpInstrumentation({ requestHook: deadline.httpRequestHook }),
-    new UndiciInstrumentation({ requestHook: deadline.undiciRequestHook }),
-    deadline,
-  ],
-});
-sdk.start();
-
-// Export what is buffered when the process ends on its own or on a signal.
-let stopping: Promise<void> | undefined;
-const shutdown = (): Promise<void> => (stopping ??= sdk.shutdown().catch(() => {}));
-process.once('beforeExit', () => void shutdown());
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(signal, () => {
-    void shutdown().finally(() => {
-      // Re-raise only if the application has no handler of its own to exit with.
-      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
-    });
   });
+}
+
+/** Exports what is buffered when the process ends on its own or on a signal. */
+function shutdownOnExit(sdk: NodeSDK): void {
+  let stopping: Promise<void> | undefined;
+  const shutdown = (): Promise<void> => (stopping ??= sdk.shutdown().catch(() => {}));
+  process.once('beforeExit', () => void shutdown());
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(signal, () => {
+      void shutdown().finally(() => {
+        // Re-raise only if the application has no handler of its own to exit with.
+        if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+      });
+    });
+  }
+}
+
+// Preloads also run in worker threads, the loader-hooks thread of Node 20
+// included: the SDK belongs to the main thread only.
+if (isMainThread) {
+  // Read first: a bad value stops the process before anything starts.
+  const config = configFromEnv(process.env);
+  registerImportHook();
+  const sdk = createSdk(config);
+  sdk.start();
+  shutdownOnExit(sdk);
 }
