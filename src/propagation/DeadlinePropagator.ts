@@ -135,6 +135,15 @@ export class DeadlinePropagator implements TextMapPropagator {
 
   /** Reads and combines the wire values; `undefined` when none is usable. Never throws. */
   read(carrier: unknown, getter: TextMapGetter): IncomingDeadline | undefined {
+    try {
+      return this.combine(carrier, getter);
+    } catch {
+      // A throwing getter or carrier counts as no deadline at all.
+      return undefined;
+    }
+  }
+
+  private combine(carrier: unknown, getter: TextMapGetter): IncomingDeadline | undefined {
     const relative = minDefined(
       smallestIntegerMs(first(getter, carrier, HEADER_REMAINING_MS)),
       smallestGrpcTimeout(first(getter, carrier, HEADER_GRPC_TIMEOUT)),
