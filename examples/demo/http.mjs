@@ -45,6 +45,7 @@ export async function call(service, path, body = {}, { signal } = {}) {
     });
     if (!res.ok) {
       await res.arrayBuffer();
+      if (res.status === 504 && res.headers.get('x-deadline-expired') === '1') throw await expiredReply();
       throw statusError(res.status);
     }
     return res.json();
@@ -60,6 +61,21 @@ export async function call(service, path, body = {}, { signal } = {}) {
       span.end();
     }
   });
+}
+
+/**
+ * The server gave up at the cutoff we share, a moment before our own timer
+ * fired: report it as our own expiry (a DeadlineExceededError) once the
+ * cutoff has passed here too, so both sides of the hop tell the same story.
+ */
+async function expiredReply() {
+  const deadline = getDeadline();
+  const left = deadline?.remainingMs() ?? Infinity;
+  if (left <= 50) {
+    await sleep(Math.ceil(left) + 1);
+    if (deadline.aborted) return deadline.abortReason;
+  }
+  return Object.assign(statusError(504), { code: 'DEADLINE_EXCEEDED' });
 }
 
 /** Waits `ms`, or rejects with the signal's own reason (a DeadlineExceededError at the cutoff) when it aborts first. */
@@ -124,6 +140,8 @@ export function serve({ routes, metrics, edgeTimeoutMs }) {
     const own = instrumented ? undefined : tracer.startSpan(`POST ${path}`, { kind: SpanKind.SERVER }, incoming);
     const active = own === undefined ? incoming : trace.setSpan(incoming, own);
     const hop = trace.getSpan(active);
+    // Lets the caller find the request's trace even when the answer is an error.
+    if (hop !== undefined) res.setHeader('x-trace-id', hop.spanContext().traceId);
     try {
       if (deadline?.expired) {
         own?.setAttribute(ATTR_DEADLINE_OUTCOME, 'not_started');

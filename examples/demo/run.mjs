@@ -11,7 +11,11 @@ import { hopLine } from './report.mjs';
  * Runs the whole demo and returns what it found. `print` receives every line
  * of output; the page and the OTLP/JSON file are written to `outDir`.
  */
-export async function runDemo({ outDir = process.cwd(), budgetMs = 1_500, print = console.log } = {}) {
+export async function runDemo({
+  outDir = process.cwd(),
+  budgetMs = Number(process.env.DEMO_BUDGET_MS ?? 1_500),
+  print = console.log,
+} = {}) {
   print(`Starting gateway, agent, tools and worker on 127.0.0.1 (spans go to an embedded OTLP/JSON receiver)…`);
   const demo = await startDemo({
     outDir,
@@ -30,7 +34,12 @@ export async function runDemo({ outDir = process.cwd(), budgetMs = 1_500, print 
   } finally {
     await demo.stop();
   }
-  print(`\nAnswer: ${answer.answer} (${Object.entries(answer.steps).map(([k, v]) => `${k}: ${v}`).join(', ')})\n`);
+  if (answer.status === 200) {
+    print(`\nAnswer: ${answer.answer} (${Object.entries(answer.steps).map(([k, v]) => `${k}: ${v}`).join(', ')})\n`);
+  } else {
+    // A machine too busy for the budget: the lineage below shows where the time went.
+    print(`\nNo answer: the gateway replied HTTP ${answer.status} ${answer.code ?? ''} (the request ran out of its budget)\n`);
+  }
 
   const traces = await loadTraces(demo.tracesFile, { traceId: answer.traceId });
   const trees = traces.map(buildTree);

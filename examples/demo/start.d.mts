@@ -13,9 +13,12 @@ export interface DemoService {
 }
 
 export interface DemoAnswer {
+  /** 200, or 504 when the request ran out of its budget. */
+  status: number;
   traceId: string;
-  answer: string;
-  steps: Record<string, string>;
+  answer?: string;
+  steps?: Record<string, string>;
+  code?: string;
 }
 
 export interface RunningDemo {

@@ -78,23 +78,31 @@ export async function startDemo({
     throw err;
   }
   const peers = Object.fromEntries(Object.values(services).map((s) => [s.name, s.url]));
+  const warm = Object.values(services).map(
+    (s) => new Promise((resolve) => s.child.on('message', (message) => message?.type === 'warm' && resolve())),
+  );
   for (const s of Object.values(services)) s.child.send({ type: 'peers', peers });
+  await Promise.all(warm);
 
   let stopped;
   return {
     receiver,
     tracesFile,
     services,
-    /** Sends one request to the edge and returns its answer (which names its trace id). */
+    /**
+     * Sends one request to the edge. Resolves with its HTTP status, trace id and
+     * body, also when the request ran out of budget (504): that is an answer too.
+     */
     async ask(question = 'Which items are in stock?') {
       const res = await fetch(`${services.gateway.url}/ask`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ question }),
       });
-      const body = await res.json();
-      if (!res.ok) throw new Error(`gateway answered HTTP ${res.status}: ${JSON.stringify(body)}`);
-      return body;
+      const body = await res.json().catch(() => ({}));
+      const traceId = res.headers.get('x-trace-id');
+      if (traceId === null) throw new Error(`gateway answered HTTP ${res.status} without a trace id`);
+      return { ...body, status: res.status, traceId };
     },
     /** Stops every service (each flushes its spans first), then the receiver. */
     stop() {

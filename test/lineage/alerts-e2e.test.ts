@@ -50,7 +50,8 @@ describe('the late-child alert, end to end: demo services → OTel Prometheus ex
     expect(before.alerts.filter((a) => a.labels.alertname === 'DeadlineChildLaterThanParent')).toEqual([]);
 
     const answer = await demo!.ask();
-    expect(answer.steps.cache).toBe('refreshed late');
+    expect(answer.status).toBe(200);
+    expect(answer.steps?.cache).toBe('refreshed late');
 
     const firing = await waitFor('the late-child alert to fire', 30_000, async () => {
       const { alerts } = await api<{ alerts: Alert[] }>('/api/v1/alerts');

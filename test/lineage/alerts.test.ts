@@ -8,7 +8,7 @@ import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installOtel, type TestOtel } from '../helpers/otel';
-import { deadlineScenario } from './helpers/scenario';
+import { deadlineScenario, SCENARIO_PROCESSOR } from './helpers/scenario';
 import { withDeadline } from '../../src/open';
 
 const RULES_DIR = resolve(__dirname, '../../deploy/prometheus');
@@ -46,7 +46,7 @@ describe('the names the rules use are the ones the OTel Prometheus exporter give
   beforeAll(async () => {
     exporter = new PrometheusExporter({ host: '127.0.0.1', port: 0, preventServerStart: true });
     meterProvider = new MeterProvider({ readers: [exporter] });
-    otel = installOtel({ meterProvider });
+    otel = installOtel({ ...SCENARIO_PROCESSOR, meterProvider });
     await deadlineScenario();
     // A hop: a server span started under a deadline.
     await withDeadline({ operation: 'hop', timeoutMs: 1_000, parent: null }, () => {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installOtel, type TestOtel } from '../helpers/otel';
-import { deadlineScenario, exportAsOtlpJson } from './helpers/scenario';
+import { deadlineScenario, exportAsOtlpJson, SCENARIO_PROCESSOR } from './helpers/scenario';
 import { otlpToJaeger, type OtlpJson } from './helpers/otlp-to-jaeger';
 import { runCli, type CliRun } from './helpers/run-cli';
 
@@ -28,7 +28,7 @@ function expectCleanError(run: CliRun, pattern: RegExp): void {
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'lineage-cli-'));
-  otel = installOtel();
+  otel = installOtel(SCENARIO_PROCESSOR);
   // Two requests: two traces in one file.
   await deadlineScenario();
   await deadlineScenario();

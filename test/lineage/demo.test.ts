@@ -28,9 +28,12 @@ describe('npm run demo (node examples/demo/run.mjs on the built package)', () =>
   }, 70_000);
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('exits 0 without complaint', () => {
+  it('exits 0 without complaint, with the partial answer', () => {
     expect(stderr).toBe('');
     expect(code).toBe(0);
+    expect(stdout).toContain(
+      'Answer: partial (plan: ok, summarize: queued, search: DEADLINE_EXCEEDED, read: INSUFFICIENT_BUDGET, cache: refreshed late)',
+    );
   });
 
   it('prints a live line per finished hop, the queued job with its dwell', () => {
@@ -50,9 +53,10 @@ describe('npm run demo (node examples/demo/run.mjs on the built package)', () =>
     const root = cutoff(line('gateway: POST /ask'));
     expect(root).toBeGreaterThanOrEqual(1_495);
     expect(root).toBeLessThanOrEqual(1_501);
-    // `plan` asked for 10 s and `worker: summarize` came through a queue: both keep the request's cutoff.
+    // `plan` asked for 10 s and `worker: summarize` came through a queue: both keep the request's
+    // cutoff (to the ms or two that whole-ms wire values and epoch rounding allow per hop).
     for (const clamped of ['agent: plan ', 'tools: POST /plan', 'worker: summarize']) {
-      expect(Math.abs(cutoff(line(clamped)) - root), clamped).toBeLessThanOrEqual(1);
+      expect(Math.abs(cutoff(line(clamped)) - root), clamped).toBeLessThanOrEqual(3);
     }
     expect(line('agent: search ')).toMatch(/→ 0 ms .*expired {2}DEADLINE_EXCEEDED$/);
     expect(line('tools: POST /search')).toMatch(/expired {2}DEADLINE_EXCEEDED$/);
@@ -79,7 +83,8 @@ describe('the demo under `node --import otel-deadline/register` (the docker-comp
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'lineage-demo-register-'));
-    run = await runDemo({ cwd: dir, env: { ...process.env, DEMO_TELEMETRY: 'register' } });
+    // A roomier budget: this run checks the register command line, not the 1.5 s timings.
+    run = await runDemo({ cwd: dir, env: { ...process.env, DEMO_TELEMETRY: 'register', DEMO_BUDGET_MS: '3000' } });
   }, 70_000);
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installOtel } from '../helpers/otel';
-import { deadlineScenario, exportAsOtlpJson } from './helpers/scenario';
+import { deadlineScenario, exportAsOtlpJson, SCENARIO_PROCESSOR } from './helpers/scenario';
 import { launchChromium, pixelStats } from './helpers/chromium';
 import { spansFromOtlp } from '../../src/lineage/otlp';
 import { groupTraces } from '../../src/lineage/model';
@@ -22,7 +22,7 @@ describe('the timeline page in headless Chromium', () => {
   let pageFile: string;
 
   beforeAll(async () => {
-    const otel = installOtel();
+    const otel = installOtel(SCENARIO_PROCESSOR);
     await deadlineScenario();
     const requests = await exportAsOtlpJson(otel.spans());
     await otel.shutdown();

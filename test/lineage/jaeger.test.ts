@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { otlpToJaeger, type JaegerTagOut, type OtlpJson } from './helpers/otlp-to-jaeger';
-import { deadlineScenario, exportAsOtlpJson } from './helpers/scenario';
+import { deadlineScenario, exportAsOtlpJson, SCENARIO_PROCESSOR } from './helpers/scenario';
 import { parseTraceText } from '../../src/lineage/load';
 import { groupTraces } from '../../src/lineage/model';
 import { buildTree } from '../../src/lineage/tree';
@@ -39,7 +39,7 @@ describe('our spans as Jaeger stores them', () => {
   let answer: ReturnType<typeof otlpToJaeger>;
 
   beforeAll(async () => {
-    otel = installOtel();
+    otel = installOtel(SCENARIO_PROCESSOR);
     await deadlineScenario();
     requests = await exportAsOtlpJson(otel.spans());
     answer = otlpToJaeger(requests as OtlpJson[]);
