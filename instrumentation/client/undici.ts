@@ -120,6 +120,11 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
       let failNow: ((reason: unknown) => void) | undefined;
       if (call.observe) {
         call.arm(() => {});
+      } else if (shape.options.signal == null) {
+        // undici removes its listener when the request settles, so the
+        // deadline's own signal can go straight in: no controller per call.
+        call.arm((reason) => failNow?.(reason));
+        options = { ...options, signal: call.deadline.signal };
       } else {
         const controller = new AbortController();
         call.arm((reason) => {

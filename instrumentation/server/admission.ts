@@ -2,12 +2,14 @@ import type { IncomingMessage } from 'node:http';
 import { defaultTextMapGetter } from '@opentelemetry/api';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
-import type { DeadlineSource } from '../../src/deadline';
+import type { DeadlineNode, DeadlineSource } from '../../src/deadline';
+import { monotonicNow } from '../../src/time';
 import type { ResolvedConfig } from '../config';
 
 /** The deadline an incoming request is admitted with, before it becomes a DeadlineNode. */
 export interface IncomingBudget {
   remainingMs: number;
+  cutoffMono: number;
   expiresAtMs: number;
   source: DeadlineSource;
   wireSkewMs: number | undefined;
@@ -16,18 +18,39 @@ export interface IncomingBudget {
 export type RejectCode = 'DEADLINE_EXCEEDED' | 'INSUFFICIENT_BUDGET';
 
 /**
+ * The budget of a deadline a global propagator already read from this
+ * request's headers (instrumentation-http extracts before we run), capped at
+ * `maxIncomingMs`. Reusing its cutoff saves parsing the headers twice, and a
+ * relative header read again a moment later would end a moment later.
+ */
+function fromExtracted(extracted: DeadlineNode, maxIncomingMs: number | undefined): IncomingBudget {
+  const remainingMs = extracted.remainingMs();
+  if (maxIncomingMs !== undefined && remainingMs > maxIncomingMs) {
+    return { remainingMs: maxIncomingMs, cutoffMono: monotonicNow() + maxIncomingMs, expiresAtMs: Date.now() + maxIncomingMs, source: 'remote', wireSkewMs: extracted.wireSkewMs };
+  }
+  return { remainingMs, cutoffMono: extracted.cutoffMono, expiresAtMs: extracted.expiresAtMs, source: 'remote', wireSkewMs: extracted.wireSkewMs };
+}
+
+/**
  * Reads the budget of an incoming request: the caller's headers if the caller
  * is trusted (capped at `maxIncomingMs`), else `defaultTimeoutMs` if set, else
  * none. A `trustIncoming` hook that throws counts as "do not trust".
  */
-export function incomingBudget(settings: ResolvedConfig, propagator: DeadlinePropagator, request: IncomingMessage): IncomingBudget | undefined {
+export function incomingBudget(
+  settings: ResolvedConfig,
+  propagator: DeadlinePropagator,
+  request: IncomingMessage,
+  extracted: DeadlineNode | undefined,
+): IncomingBudget | undefined {
   const trust = settings.trustIncoming;
   const trusted = trust === undefined || safeExecuteInTheMiddle(() => trust(request), () => {}, true) === true;
+  if (trusted && extracted !== undefined) return fromExtracted(extracted, settings.maxIncomingMs);
   const wire = trusted ? propagator.read(request.headers, defaultTextMapGetter) : undefined;
-  if (wire !== undefined) return { ...wire, source: 'remote' };
+  if (wire !== undefined) return { ...wire, cutoffMono: monotonicNow() + wire.remainingMs, source: 'remote' };
   if (settings.defaultTimeoutMs === undefined) return undefined;
   return {
     remainingMs: settings.defaultTimeoutMs,
+    cutoffMono: monotonicNow() + settings.defaultTimeoutMs,
     expiresAtMs: Date.now() + settings.defaultTimeoutMs,
     source: 'local',
     wireSkewMs: undefined,

@@ -1,11 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, propagation, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
-import { getRPCMetadata } from '@opentelemetry/core';
+import { getRPCMetadata, RPCType } from '@opentelemetry/core';
 import { getDeadline, setDeadline } from '../../src/context';
 import { DeadlineNode } from '../../src/deadline';
 import { DeadlineCancelledError } from '../../src/errors';
 import type { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
-import { monotonicNow } from '../../src/time';
 import {
   ATTR_DEADLINE_ABORT_CODE,
   ATTR_DEADLINE_ABORT_REASON,
@@ -55,9 +54,23 @@ function withoutDeadline(ctx: Context): Context {
   return bag === undefined ? stripped : propagation.setBaggage(stripped, bag.removeEntry(BAGGAGE_DEADLINE_KEY));
 }
 
+/** The deadline instrumentation-http's global propagator extracted from this very request, if any. */
+function extractedHere(ctx: Context): DeadlineNode | undefined {
+  if (getRPCMetadata(ctx)?.type !== RPCType.HTTP) return undefined;
+  const active = getDeadline(ctx);
+  return active instanceof DeadlineNode && active.source === 'remote' ? active : undefined;
+}
+
+/** Like setDeadline, without rewriting the baggage when it already holds this cutoff. */
+function withDeadline(ctx: Context, deadline: DeadlineNode): Context {
+  const atMs = String(Math.floor(deadline.expiresAtMs));
+  if (propagation.getBaggage(ctx)?.getEntry(BAGGAGE_DEADLINE_KEY)?.value === atMs) return ctx.setValue(DEADLINE_KEY, deadline);
+  return setDeadline(ctx, deadline);
+}
+
 function admit(host: ServerHost, request: IncomingMessage, response: ServerResponse, ctx: Context): Admitted {
   const { settings } = host;
-  const budget = incomingBudget(settings, host.serverPropagator, request);
+  const budget = incomingBudget(settings, host.serverPropagator, request, extractedHere(ctx));
   if (budget === undefined) return { context: getDeadline(ctx) === undefined ? undefined : withoutDeadline(ctx), rejected: false };
 
   const span = serverSpan(ctx);
@@ -74,20 +87,10 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
     }
   }
 
-  // A global propagator (through instrumentation-http) may have read the same
-  // headers a moment earlier; a relative header read later ends later, and the
-  // handler's spans must not outlive the server span's deadline.
-  let cutoffMono = monotonicNow() + budget.remainingMs;
-  let expiresAtMs = budget.expiresAtMs;
-  const extracted = budget.source === 'remote' ? getDeadline(ctx) : undefined;
-  if (extracted instanceof DeadlineNode && extracted.cutoffMono < cutoffMono) {
-    cutoffMono = extracted.cutoffMono;
-    expiresAtMs = Math.min(expiresAtMs, extracted.expiresAtMs);
-  }
   const deadline = new DeadlineNode({
     operation: SERVER_OPERATION,
-    cutoffMono,
-    expiresAtMs,
+    cutoffMono: budget.cutoffMono,
+    expiresAtMs: budget.expiresAtMs,
     source: budget.source,
     budgetMs: budget.remainingMs,
     wireSkewMs: budget.wireSkewMs,
@@ -108,7 +111,8 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
     }
     deadline.dispose();
   });
-  return { context: setDeadline(withoutDeadline(ctx), deadline), rejected: false };
+  // Replaces both the context slot and the baggage entry a global propagator set.
+  return { context: withDeadline(ctx, deadline), rejected: false };
 }
 
 /**

@@ -1,0 +1,156 @@
+// npm run bench:http — the cost of the deadline plugin on a real HTTP chain.
+//
+// Two child processes each serve the same loopback 2-hop chain
+// (front --undici--> back) under the OpenTelemetry Node SDK with the http and
+// undici instrumentations, W3C propagators and a batch span processor with a
+// no-op exporter. "with" adds the deadline propagator, span processor and
+// DeadlineInstrumentation; "without" has none of them. Every request carries
+// `x-deadline-remaining-ms`, so "with" does all its work (server admission,
+// headers on the hop, the guarded undici call). autocannon (programmatic API)
+// drives both from this process in alternating rounds of fixed length, and we
+// compare medians across rounds.
+//
+// Prints a Markdown section between <!-- bench:http --> markers.
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { cpus } from 'node:os';
+
+const ROUNDS = Number(process.env.BENCH_HTTP_ROUNDS ?? 6);
+const ROUND_SECONDS = Number(process.env.BENCH_HTTP_SECONDS ?? 4);
+const CONNECTIONS = 16;
+const WARMUP_SECONDS = 2;
+
+/** Child: one chain, printing its front port as a JSON line once ready. */
+async function serve(mode) {
+  const { createRequire } = await import('node:module');
+  const require = createRequire(import.meta.url);
+  const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = require('@opentelemetry/core');
+  const { NodeSDK } = require('@opentelemetry/sdk-node');
+  const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
+  const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
+  const { UndiciInstrumentation } = require('@opentelemetry/instrumentation-undici');
+  const lib = require('../dist/cjs/src/index.js');
+
+  const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
+  const withDeadline = mode === 'with';
+  const deadline = withDeadline ? new lib.DeadlineInstrumentation() : undefined;
+  const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
+  if (withDeadline) propagators.push(new lib.DeadlinePropagator());
+  const sdk = new NodeSDK({
+    textMapPropagator: new CompositePropagator({ propagators }),
+    spanProcessors: [
+      ...(withDeadline ? [new lib.DeadlineSpanProcessor()] : []),
+      new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: 4_096 }),
+    ],
+    instrumentations: [
+      new HttpInstrumentation(withDeadline ? { requestHook: deadline.httpRequestHook } : {}),
+      new UndiciInstrumentation(withDeadline ? { requestHook: deadline.undiciRequestHook } : {}),
+      ...(withDeadline ? [deadline] : []),
+    ],
+  });
+  sdk.start();
+  const http = require('node:http');
+  const undici = require('undici');
+
+  const listen = (handler) =>
+    new Promise((resolve) => {
+      const server = http.createServer(handler);
+      server.keepAliveTimeout = 60_000;
+      server.listen(0, '127.0.0.1', () => resolve(server));
+    });
+  const back = await listen((_req, res) => res.end('back'));
+  const backUrl = `http://127.0.0.1:${back.address().port}/`;
+  const front = await listen(async (_req, res) => {
+    try {
+      const { body } = await undici.request(backUrl);
+      res.end(`front+${await body.text()}`);
+    } catch (err) {
+      res.statusCode = 502;
+      res.end(err.name);
+    }
+  });
+  process.stdout.write(`${JSON.stringify({ port: front.address().port })}\n`);
+  process.once('disconnect', () => process.exit(0));
+}
+
+function startChild(mode) {
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--serve', mode], {
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    createInterface({ input: child.stdout }).once('line', (line) => resolve({ child, port: JSON.parse(line).port }));
+  });
+}
+
+async function load(autocannon, port, seconds) {
+  const result = await autocannon({
+    url: `http://127.0.0.1:${port}/`,
+    connections: CONNECTIONS,
+    duration: seconds,
+    headers: { 'x-deadline-remaining-ms': '5000' },
+  });
+  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${result.non2xx} non-2xx and ${result.errors} errors on port ${port}`);
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 };
+}
+
+const median = (xs) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+const fmt = (n, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+async function drive() {
+  const { default: autocannon } = await import('autocannon');
+  const modes = ['without', 'with'];
+  const children = Object.fromEntries(await Promise.all(modes.map(async (mode) => [mode, await startChild(mode)])));
+  try {
+    for (const mode of modes) await load(autocannon, children[mode].port, WARMUP_SECONDS);
+    const samples = { with: [], without: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      // Alternate which goes first, so drift in machine load hits both alike.
+      const order = round % 2 === 0 ? modes : [...modes].reverse();
+      for (const mode of order) samples[mode].push(await load(autocannon, children[mode].port, ROUND_SECONDS));
+    }
+    const summary = Object.fromEntries(
+      modes.map((mode) => [
+        mode,
+        {
+          rps: median(samples[mode].map((s) => s.rps)),
+          p50: median(samples[mode].map((s) => s.p50)),
+          p99: median(samples[mode].map((s) => s.p99)),
+        },
+      ]),
+    );
+    const throughputRatio = summary.with.rps / summary.without.rps;
+    const p99Ratio = summary.with.p99 / summary.without.p99;
+    const verdict = (ok) => (ok ? 'met' : 'NOT met');
+    const lines = [
+      '<!-- bench:http -->',
+      '## HTTP chain: with vs without the deadline plugin (`npm run bench:http`)',
+      '',
+      `Loopback 2-hop chain (front → back over undici) under NodeSDK with instrumentation-http and -undici,`,
+      `driven by autocannon with ${CONNECTIONS} connections; ${ROUNDS} alternating rounds of ${ROUND_SECONDS} s per mode`,
+      `after a ${WARMUP_SECONDS} s warm-up; medians across rounds. Node ${process.version}, ${cpus().length} CPUs.`,
+      '',
+      '| | req/s | p50 ms | p99 ms |',
+      '| --- | ---: | ---: | ---: |',
+      `| without | ${fmt(summary.without.rps)} | ${fmt(summary.without.p50, 1)} | ${fmt(summary.without.p99, 1)} |`,
+      `| with | ${fmt(summary.with.rps)} | ${fmt(summary.with.p50, 1)} | ${fmt(summary.with.p99, 1)} |`,
+      '',
+      `Throughput ratio (with / without): **${fmt(throughputRatio, 3)}** (target ≥ 0.95: ${verdict(throughputRatio >= 0.95)}).`,
+      `p99 latency ratio (with / without): **${fmt(p99Ratio, 3)}** (target ≤ 1.10: ${verdict(p99Ratio <= 1.1)}).`,
+      '',
+      `Per round, req/s without: ${samples.without.map((s) => fmt(s.rps)).join(', ')}; with: ${samples.with.map((s) => fmt(s.rps)).join(', ')}.`,
+      '<!-- /bench:http -->',
+    ];
+    console.log(lines.join('\n'));
+  } finally {
+    for (const { child } of Object.values(children)) child.disconnect();
+  }
+}
+
+if (process.argv[2] === '--serve') await serve(process.argv[3]);
+else await drive();
