@@ -1,5 +1,6 @@
 import { cutoffOffsetMs, summarize, type LineageNode, type LineageTree } from './tree';
 import { renderText, spanLabel } from './text';
+import { isRefused } from './model';
 
 /**
  * A self-contained timeline page: inline CSS and SVG, no script, nothing
@@ -38,6 +39,7 @@ function niceStep(span: number, ticks: number): number {
 function colorOf(node: LineageNode): string {
   if (node.facts.late) return LATE_COLOR;
   if (!node.facts.present) return NO_DEADLINE_COLOR;
+  if (isRefused(node.facts)) return OUTCOME_COLORS.not_started;
   return OUTCOME_COLORS[node.facts.outcome ?? ''] ?? OUTCOME_COLORS.completed;
 }
 
@@ -159,7 +161,7 @@ pre{font-size:12px;background:#f6f6f6;padding:8px;overflow:auto}
 
 function legend(): string {
   const items = [
-    ...Object.entries(OUTCOME_COLORS).map(([name, color]) => [name.replace('_', ' '), color]),
+    ...Object.entries(OUTCOME_COLORS).map(([name, color]) => [name === 'not_started' ? 'refused' : name, color]),
     ['late (violation)', LATE_COLOR],
     ['no deadline', NO_DEADLINE_COLOR],
   ];

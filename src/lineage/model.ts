@@ -91,6 +91,14 @@ export function deadlineFacts(span: LineageSpan): DeadlineFacts {
   };
 }
 
+/**
+ * Work refused for lack of budget: a span that never started (`not_started`),
+ * or a retry loop stopped with INSUFFICIENT_BUDGET before its next attempt.
+ */
+export function isRefused(facts: DeadlineFacts): boolean {
+  return facts.outcome === 'not_started' || facts.abortCode === 'INSUFFICIENT_BUDGET';
+}
+
 /** Groups spans by trace id, keeping the order in which traces first appear. */
 export function groupTraces(spans: Iterable<LineageSpan>): LineageTrace[] {
   const byId = new Map<string, LineageTrace>();

@@ -1,4 +1,4 @@
-import { deadlineFacts, type DeadlineFacts, type LineageSpan, type LineageTrace } from './model';
+import { deadlineFacts, isRefused, type DeadlineFacts, type LineageSpan, type LineageTrace } from './model';
 
 export interface LineageNode {
   span: LineageSpan;
@@ -107,10 +107,8 @@ export function summarize(tree: LineageTree): LineageSummary {
     const { facts } = node;
     if (facts.late) summary.late.push(node);
     if (facts.exceeded) summary.exceeded++;
-    // Refusals are work that was never started for lack of budget (or a retry the
-    // budget could not cover); aborts cut running work short.
-    const refused = facts.outcome === 'not_started' || facts.abortCode === 'INSUFFICIENT_BUDGET';
-    if (refused) summary.refused++;
+    // Refusals never ran (or stopped before a retry); aborts cut running work short.
+    if (isRefused(facts)) summary.refused++;
     else if (facts.abortCode !== undefined) summary.aborted++;
   }
   return summary;
