@@ -11,7 +11,12 @@ import {
 } from '../errors';
 import { endRefusedSpan, isRefusal, TRACER_NAME } from '../open';
 import { checkDuration } from '../time';
-import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_REMAINING_MS } from '../attributes';
+import {
+  ATTR_DEADLINE_ABORT_CODE,
+  ATTR_DEADLINE_ABORT_REASON,
+  ATTR_DEADLINE_OUTCOME,
+  ATTR_DEADLINE_REMAINING_MS,
+} from '../attributes';
 import {
   ATTR_RETRY_ATTEMPT,
   ATTR_RETRY_BACKOFF_MS,
@@ -300,6 +305,8 @@ export async function retryWithinDeadline<T>(
 
 function markFailure(span: Span, err: unknown): void {
   if (isRefusal(err)) {
+    // Attempts ran, so the call did start: it ran out of budget or was cancelled.
+    span.setAttribute(ATTR_DEADLINE_OUTCOME, abortCodeOf(err) === 'CANCELLED' ? 'cancelled' : 'expired');
     span.setAttribute(ATTR_DEADLINE_ABORT_CODE, abortCodeOf(err));
     span.setAttribute(ATTR_DEADLINE_ABORT_REASON, describeAbortReason(err));
     span.setStatus({ code: SpanStatusCode.ERROR, message: abortCodeOf(err) });

@@ -93,6 +93,8 @@ describe('retryWithinDeadline: the budget check', () => {
     }
     expect(events.at(-1)).toMatchObject({ 'deadline.retry.started': false, 'deadline.retry.decision': 'insufficient_budget' });
     expect(otel.span('search').attributes['deadline.abort.code']).toBe('INSUFFICIENT_BUDGET');
+    // Attempts ran, so the call is not "not started": it ran out of budget.
+    expect(otel.span('search').attributes['deadline.outcome']).toBe('expired');
   });
 
   it('retries a transient failure inside the budget with one idempotency key for all attempts', async () => {
