@@ -8,7 +8,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeadlineExceededError, openDeadline, withDeadline, type Deadline } from '../../src';
 import { DeadlineNode } from '../../src/deadline';
-import { installOtel, type TestOtel } from '../helpers/otel';
+import { aborted, installOtel, type TestOtel } from '../helpers/otel';
 import { send, startFixture, type Fixture } from './http-fixture';
 
 let otel: TestOtel;
@@ -26,7 +26,10 @@ afterEach(() => {
   otel.exporter.reset();
 });
 
-/** Holds the thread until `ms` after the deadline's cutoff, like a long synchronous parse would. */
+/**
+ * Holds the thread until `ms` after the deadline's cutoff, like a long synchronous parse would.
+ * Budgets are 1 s so that the steps before the block finish in time even on a loaded machine.
+ */
 function blockUntilPastCutoff(deadline: Deadline, ms: number): void {
   const until = (deadline as DeadlineNode).cutoffMono + ms;
   while (performance.now() < until) {
@@ -38,7 +41,7 @@ const paths = () => server.arrivals.map((a) => a.path);
 
 describe('work that resumes after its cutoff on a blocked event loop', () => {
   it('refuses at throwIfAborted() before the next side effect, although the abort event has not fired yet', async () => {
-    const deadline = openDeadline({ operation: 'inventory.sync', timeoutMs: 150, parent: null });
+    const deadline = openDeadline({ operation: 'inventory.sync', timeoutMs: 1_000, parent: null });
     const events: string[] = [];
     deadline.signal.addEventListener('abort', () => events.push('abort event'));
     const sideEffect = async (step: number) => {
@@ -69,7 +72,7 @@ describe('work that resumes after its cutoff on a blocked event loop', () => {
   });
 
   it('refuses on remainingMs() below what the next step needs', async () => {
-    const deadline = openDeadline({ operation: 'report.render', timeoutMs: 150, parent: null });
+    const deadline = openDeadline({ operation: 'report.render', timeoutMs: 1_000, parent: null });
     const STEP_NEEDS_MS = 50;
     const sent: number[] = [];
     for (let step = 1; step <= 3; step++) {
@@ -90,7 +93,7 @@ describe('work that resumes after its cutoff on a blocked event loop', () => {
     let arrived = 0;
     let release!: () => void;
     const barrier = new Promise<void>((resolve) => (release = resolve));
-    const refusals = await withDeadline({ operation: 'catalog.reindex', timeoutMs: 200, parent: null }, (deadline) =>
+    const refusals = await withDeadline({ operation: 'catalog.reindex', timeoutMs: 1_000, parent: null }, (deadline) =>
       Promise.all(
         Array.from({ length: WORKERS }, async (_, worker) => {
           try {
@@ -101,7 +104,8 @@ describe('work that resumes after its cutoff on a blocked event loop', () => {
                 blockUntilPastCutoff(deadline, 150);
                 release();
               }
-              if (step === 1) await barrier;
+              // Should the cutoff pass before everyone arrives (a very loaded machine), do not hang.
+              if (step === 1) await Promise.race([barrier, aborted(deadline.signal)]);
             }
             return undefined;
           } catch (err) {

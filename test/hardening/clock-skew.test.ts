@@ -104,7 +104,7 @@ describe.each([
     expect(remainingMs).toBeLessThanOrEqual(SENDER_BUDGET_MS);
     if (skewMs > 0) {
       // The relative value wins: the budget is what the sender had, less the time in flight.
-      expect(budgetMs).toBeGreaterThanOrEqual(SENDER_BUDGET_MS - elapsedMs);
+      expect(budgetMs).toBeGreaterThanOrEqual(SENDER_BUDGET_MS - elapsedMs - 1);
     } else {
       // The skewed absolute value wins: shorter, never longer. The hop starts out expired.
       expect(budgetMs).toBe(0);
@@ -115,9 +115,10 @@ describe.each([
   it('shows the skew in deadline.wire_skew_ms on the receiving span', async () => {
     const { elapsedMs } = await sendFromSkewedSender(skewMs);
     const wireSkew = handlerSpanAttributes()[ATTR_DEADLINE_WIRE_SKEW_MS] as number;
-    // Absolute minus relative: the skew, less the time in flight, give or take Date.now()'s whole ms.
-    expect(wireSkew).toBeLessThanOrEqual(skewMs + 2);
-    expect(wireSkew).toBeGreaterThanOrEqual(skewMs - elapsedMs - 2);
+    // Absolute minus relative: the skew, less the time in flight. The margin covers Date.now()'s
+    // whole ms and the sender reading its two clocks a moment apart on a loaded machine.
+    expect(wireSkew).toBeLessThanOrEqual(skewMs + 100);
+    expect(wireSkew).toBeGreaterThanOrEqual(skewMs - elapsedMs - 100);
   });
 
   it("clock: 'relative' ignores the skew: the budget is the sender's remaining time", async () => {
@@ -125,7 +126,7 @@ describe.each([
     const { elapsedMs } = await sendFromSkewedSender(skewMs);
     const [{ budgetMs }] = received;
     expect(budgetMs).toBeLessThanOrEqual(SENDER_BUDGET_MS);
-    expect(budgetMs).toBeGreaterThanOrEqual(SENDER_BUDGET_MS - elapsedMs);
+    expect(budgetMs).toBeGreaterThanOrEqual(SENDER_BUDGET_MS - elapsedMs - 1);
     // The skew is still reported, for diagnosis.
     expect(Math.abs(handlerSpanAttributes()[ATTR_DEADLINE_WIRE_SKEW_MS] as number)).toBeGreaterThan(SKEW_MS - 1_000);
   });
@@ -134,7 +135,7 @@ describe.each([
     receiveWith('absolute');
     const { elapsedMs } = await sendFromSkewedSender(skewMs);
     const [{ budgetMs }] = received;
-    if (skewMs > 0) expect(budgetMs).toBeGreaterThanOrEqual(SENDER_BUDGET_MS + skewMs - elapsedMs);
+    if (skewMs > 0) expect(budgetMs).toBeGreaterThanOrEqual(SENDER_BUDGET_MS + skewMs - elapsedMs - 1);
     else expect(budgetMs).toBe(0);
   });
 });
