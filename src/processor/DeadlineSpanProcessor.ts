@@ -1,5 +1,4 @@
 import { SpanKind, trace, type Context, type MeterProvider } from '@opentelemetry/api';
-import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { getDeadline } from '../context';
 import { DeadlineNode, type Deadline } from '../deadline';
 import { abortCodeOf, describeAbortReason } from '../errors';
@@ -24,6 +23,7 @@ import {
   type DeadlineViolation,
 } from '../attributes';
 import { lazyInstruments, type DeadlineInstruments } from './metrics';
+import type { ProcessedSpan, SdkSpanProcessor } from './sdk-types';
 
 export interface DeadlineSpanProcessorConfig {
   /** Where the metrics go. Default: the global MeterProvider at first use (a no-op if none). */
@@ -70,7 +70,7 @@ function outcomeOf(deadline: Deadline): DeadlineOutcome {
  * On an SDK without `onEnding` only the start attributes reach the span; the
  * metrics are still recorded from `onEnd`.
  */
-export class DeadlineSpanProcessor implements SpanProcessor {
+export class DeadlineSpanProcessor implements SdkSpanProcessor {
   /** In-flight spans only: removed when the span ends. */
   private readonly states = new WeakMap<object, SpanState>();
   /** Every span's deadline, kept until the span is collected, so late children can still compare. */
@@ -83,7 +83,7 @@ export class DeadlineSpanProcessor implements SpanProcessor {
     this.lateGraceMs = config.lateGraceMs === undefined ? 10 : checkDuration('lateGraceMs', config.lateGraceMs);
   }
 
-  onStart(span: Span, parentContext: Context): void {
+  onStart(span: ProcessedSpan, parentContext: Context): void {
     const deadline = getDeadline(parentContext);
     if (deadline === undefined) return;
     const remaining = deadline.remainingMs();
@@ -112,7 +112,7 @@ export class DeadlineSpanProcessor implements SpanProcessor {
     this.instruments().remaining.record(remaining, { [ATTR_SPAN_KIND]: KIND_NAMES[span.kind] ?? 'internal' });
   }
 
-  onEnding(span: Span): void {
+  onEnding(span: ProcessedSpan): void {
     const state = this.states.get(span);
     if (state === undefined) return;
     this.states.delete(span);
@@ -140,7 +140,7 @@ export class DeadlineSpanProcessor implements SpanProcessor {
     }
   }
 
-  onEnd(span: ReadableSpan): void {
+  onEnd(span: object): void {
     // Only reached with state left when the SDK has no onEnding: count what we can.
     const state = this.states.get(span);
     if (state === undefined) return;

@@ -66,14 +66,15 @@ describe('admitEnvelope', () => {
     sender.dispose();
   });
 
-  const refusals: [string, DeadlineEnvelope, object, unknown][] = [
-    ['expired in the queue', sentEarlier(500, -10), {}, DeadlineExceededError],
-    ['less than minUsefulMs left', sentEarlier(100, 200), { minUsefulMs: 500 }, InsufficientBudgetError],
-    ['the reserve eats the budget', sentEarlier(100, 400), { minUsefulMs: 200, reserveMs: 300 }, InsufficientBudgetError],
-    ['the worker is shutting down', sentEarlier(0, 5_000), { signal: AbortSignal.abort() }, DeadlineCancelledError],
+  // Envelopes are built when each test runs, so a slow machine cannot age them before use.
+  const refusals: [string, () => DeadlineEnvelope, object, unknown][] = [
+    ['expired in the queue', () => sentEarlier(500, -10), {}, DeadlineExceededError],
+    ['less than minUsefulMs left', () => sentEarlier(100, 200), { minUsefulMs: 500 }, InsufficientBudgetError],
+    ['the reserve eats the budget', () => sentEarlier(100, 400), { minUsefulMs: 200, reserveMs: 300 }, InsufficientBudgetError],
+    ['the worker is shutting down', () => sentEarlier(0, 5_000), { signal: AbortSignal.abort() }, DeadlineCancelledError],
   ];
   it.each(refusals)('refuses before any work: %s', (_name, envelope, options, type) => {
-    expect(() => admitEnvelope(envelope, options)).toThrow(type as never);
+    expect(() => admitEnvelope(envelope(), options)).toThrow(type as never);
   });
 
   it('caps what a less trusted producer can ask for with maxRemainingMs', () => {
