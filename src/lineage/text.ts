@@ -28,8 +28,11 @@ function treePrefix(node: LineageNode): string {
   return `${rails}${node.last ? '└─ ' : '├─ '}`;
 }
 
+/** Longest service name shown; the operation is what a reader scans for, so it is shortened last. */
+const MAX_SERVICE = 24;
+
 export function spanLabel(node: LineageNode): string {
-  return printable(`${node.span.service}: ${node.span.name}`);
+  return printable(`${clip(node.span.service, MAX_SERVICE)}: ${node.span.name}`);
 }
 
 function outcomeText(node: LineageNode): string {
