@@ -71,6 +71,11 @@ async function serve(mode) {
     }
   });
   process.stdout.write(`${JSON.stringify({ port: front.address().port })}\n`);
+  // CPU time spent by this process, for a per-request figure that machine load does not skew.
+  process.on('message', () => {
+    const { user, system } = process.cpuUsage();
+    process.send({ cpuUs: user + system });
+  });
   process.once('disconnect', () => process.exit(0));
 }
 
@@ -84,7 +89,15 @@ function startChild(mode) {
   });
 }
 
-async function load(autocannon, port, seconds) {
+function cpuUs(child) {
+  return new Promise((resolve) => {
+    child.once('message', (message) => resolve(message.cpuUs));
+    child.send('cpu');
+  });
+}
+
+async function load(autocannon, { child, port }, seconds) {
+  const cpuBefore = await cpuUs(child);
   const result = await autocannon({
     url: `http://127.0.0.1:${port}/`,
     connections: CONNECTIONS,
@@ -92,7 +105,8 @@ async function load(autocannon, port, seconds) {
     headers: { 'x-deadline-remaining-ms': '5000' },
   });
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${result.non2xx} non-2xx and ${result.errors} errors on port ${port}`);
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 };
+  const cpuPerRequestUs = (await cpuUs(child) - cpuBefore) / result.requests.total;
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, cpuPerRequestUs };
 }
 
 const median = (xs) => {
@@ -107,12 +121,12 @@ async function drive() {
   const modes = ['without', 'with'];
   const children = Object.fromEntries(await Promise.all(modes.map(async (mode) => [mode, await startChild(mode)])));
   try {
-    for (const mode of modes) await load(autocannon, children[mode].port, WARMUP_SECONDS);
+    for (const mode of modes) await load(autocannon, children[mode], WARMUP_SECONDS);
     const samples = { with: [], without: [] };
     for (let round = 0; round < ROUNDS; round++) {
       // Alternate which goes first, so drift in machine load hits both alike.
       const order = round % 2 === 0 ? modes : [...modes].reverse();
-      for (const mode of order) samples[mode].push(await load(autocannon, children[mode].port, ROUND_SECONDS));
+      for (const mode of order) samples[mode].push(await load(autocannon, children[mode], ROUND_SECONDS));
     }
     const summary = Object.fromEntries(
       modes.map((mode) => [
@@ -121,6 +135,7 @@ async function drive() {
           rps: median(samples[mode].map((s) => s.rps)),
           p50: median(samples[mode].map((s) => s.p50)),
           p99: median(samples[mode].map((s) => s.p99)),
+          cpu: median(samples[mode].map((s) => s.cpuPerRequestUs)),
         },
       ]),
     );
@@ -135,13 +150,15 @@ async function drive() {
       `driven by autocannon with ${CONNECTIONS} connections; ${ROUNDS} alternating rounds of ${ROUND_SECONDS} s per mode`,
       `after a ${WARMUP_SECONDS} s warm-up; medians across rounds. Node ${process.version}, ${cpus().length} CPUs.`,
       '',
-      '| | req/s | p50 ms | p99 ms |',
-      '| --- | ---: | ---: | ---: |',
-      `| without | ${fmt(summary.without.rps)} | ${fmt(summary.without.p50, 1)} | ${fmt(summary.without.p99, 1)} |`,
-      `| with | ${fmt(summary.with.rps)} | ${fmt(summary.with.p50, 1)} | ${fmt(summary.with.p99, 1)} |`,
+      '| | req/s | p50 ms | p99 ms | server CPU µs / request |',
+      '| --- | ---: | ---: | ---: | ---: |',
+      `| without | ${fmt(summary.without.rps)} | ${fmt(summary.without.p50, 1)} | ${fmt(summary.without.p99, 1)} | ${fmt(summary.without.cpu)} |`,
+      `| with | ${fmt(summary.with.rps)} | ${fmt(summary.with.p50, 1)} | ${fmt(summary.with.p99, 1)} | ${fmt(summary.with.cpu)} |`,
       '',
       `Throughput ratio (with / without): **${fmt(throughputRatio, 3)}** (target ≥ 0.95: ${verdict(throughputRatio >= 0.95)}).`,
       `p99 latency ratio (with / without): **${fmt(p99Ratio, 3)}** (target ≤ 1.10: ${verdict(p99Ratio <= 1.1)}).`,
+      `Server CPU per request (both hops, one process), with / without: **${fmt(summary.with.cpu / summary.without.cpu, 3)}**`,
+      '(independent of load from other processes, unlike req/s).',
       '',
       `Per round, req/s without: ${samples.without.map((s) => fmt(s.rps)).join(', ')}; with: ${samples.with.map((s) => fmt(s.rps)).join(', ')}.`,
       '<!-- /bench:http -->',
