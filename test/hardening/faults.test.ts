@@ -1,0 +1,262 @@
+/**
+ * Downstream faults, met through each client transport (global fetch, undici,
+ * node:http) with the register entry's setup: the real SDK,
+ * instrumentation-http and -undici, and DeadlineInstrumentation. Every
+ * downstream is a real loopback server that counts what reaches it:
+ *   /hang   accepts the request and never sends headers;
+ *   /stall  sends headers and a first chunk, then stalls the body;
+ *   /reset  resets the connection (TCP RST) as soon as the request arrives;
+ *   /orders accepts a POST, commits it once the client has gone, and answers
+ *           a repeat of the same idempotency key with the committed result.
+ * The last test closes everything and checks that no socket, timer or listener is left.
+ */
+import { getEventListeners } from 'node:events';
+import { createRequire } from 'node:module';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { registerInstrumentations } from '@opentelemetry/instrumentation';
+import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  DeadlineExceededError,
+  DeadlineInstrumentation,
+  getDeadline,
+  isDeadlineError,
+  retryWithinDeadline,
+  withDeadline,
+  type Deadline,
+} from '../../src';
+import { watchTimers } from '../agent/fixtures';
+import { installOtel, sleep, type TestOtel } from '../helpers/otel';
+import { readBody, response, startCountingServer, type CountingServer } from '../instrumentation/helpers/servers';
+
+type Transport = 'fetch' | 'undici' | 'http';
+const TRANSPORTS: Transport[] = ['fetch', 'undici', 'http'];
+const SCOPE: Record<Transport, string> = {
+  fetch: '@opentelemetry/instrumentation-undici',
+  undici: '@opentelemetry/instrumentation-undici',
+  http: '@opentelemetry/instrumentation-http',
+};
+/** Generous: a loaded 2-core machine must not turn a cutoff into a flake. */
+const BUDGET_MS = 500;
+
+const load = createRequire(import.meta.url);
+let otel: TestOtel;
+let instrumentation: DeadlineInstrumentation;
+let http: typeof import('node:http');
+let undici: typeof import('undici');
+let server: CountingServer;
+let timers: ReturnType<typeof watchTimers>;
+let baseline: Record<string, number>;
+const held: (() => void)[] = [];
+/** Idempotency key → committed order id: the downstream's one durable effect. */
+const committed = new Map<string, number>();
+const pending = new Map<string, Promise<void>>();
+
+function activeResources(): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const name of process.getActiveResourcesInfo()) counts[name] = (counts[name] ?? 0) + 1;
+  return counts;
+}
+
+function replyJson(res: ServerResponse, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** The /orders handler: one commit per idempotency key, however many times it arrives. */
+function orders(req: IncomingMessage, res: ServerResponse): void {
+  const key = String(req.headers['idempotency-key']);
+  const done = committed.get(key);
+  if (done !== undefined) return replyJson(res, { orderId: done, replayed: true });
+  const inFlight = pending.get(key);
+  if (inFlight !== undefined) return void inFlight.then(() => replyJson(res, { orderId: committed.get(key), replayed: true }));
+  req.resume();
+  // The write commits only after the client has hung up: the worst case for a caller that gave up.
+  pending.set(
+    key,
+    new Promise<void>((resolve) =>
+      res.once('close', () => {
+        committed.set(key, committed.size + 1);
+        pending.delete(key);
+        resolve();
+      }),
+    ),
+  );
+}
+
+beforeAll(async () => {
+  baseline = activeResources();
+  timers = watchTimers();
+  otel = installOtel();
+  instrumentation = new DeadlineInstrumentation();
+  registerInstrumentations({
+    instrumentations: [
+      new HttpInstrumentation({ requestHook: instrumentation.httpRequestHook }),
+      new UndiciInstrumentation({ requestHook: instrumentation.undiciRequestHook }),
+      instrumentation,
+    ],
+  });
+  // instrumentation-http patches node:http, and ours patches undici, when they are next required.
+  http = load('node:http');
+  undici = load('undici');
+  server = await startCountingServer((req, res) => {
+    if (req.url === '/hang') return void held.push(() => res.destroy());
+    if (req.url === '/stall') {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('first chunk');
+      return void held.push(() => res.destroy());
+    }
+    if (req.url === '/reset') return void req.socket.resetAndDestroy();
+    if (req.url === '/orders') return orders(req, res);
+    res.end('ok');
+  });
+});
+afterAll(async () => {
+  held.splice(0).forEach((release) => release());
+  timers.restore();
+  await server.close();
+  instrumentation.disable();
+  await otel.shutdown();
+});
+afterEach(() => {
+  held.splice(0).forEach((release) => release());
+  server.arrivals.length = 0;
+  otel.exporter.reset();
+});
+
+interface Reply {
+  status: number;
+  text(): Promise<string>;
+}
+
+/** One call through `transport`, with no signal of its own: only the instrumentation can stop it. */
+async function call(transport: Transport, path: string, init: { method?: string; body?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
+  const url = `${server.url}${path}`;
+  const method = init.method ?? 'GET';
+  if (transport === 'fetch') {
+    const res = await fetch(url, { method, body: init.body, headers: init.headers });
+    return { status: res.status, text: () => res.text() };
+  }
+  if (transport === 'undici') {
+    const res = await undici.request(url, { method: method as 'GET', body: init.body, headers: init.headers });
+    return { status: res.statusCode, text: () => res.body.text() };
+  }
+  const req = http.request(url, { method, headers: init.headers });
+  req.end(init.body);
+  const res = await response(req);
+  return { status: res.statusCode ?? 0, text: () => readBody(res) };
+}
+
+function clientSpans(transport: Transport): ReadableSpan[] {
+  return otel.spans().filter((s) => s.kind === SpanKind.CLIENT && s.instrumentationScope.name === SCOPE[transport]);
+}
+
+/** Runs `fn` under a fresh root deadline and hands back the deadline too, to inspect after it ended. */
+async function underDeadline<T>(timeoutMs: number, fn: () => Promise<T>): Promise<{ result: T | Error; deadline: Deadline; ms: number }> {
+  let deadline: Deadline | undefined;
+  const started = performance.now();
+  const result = await withDeadline({ operation: 'caller', timeoutMs, parent: null }, (d) => {
+    deadline = d;
+    return fn();
+  }).catch((err: Error) => err);
+  return { result, deadline: deadline!, ms: performance.now() - started };
+}
+
+/** Client spans end just after the caller's promise settles; wait for them rather than guess. */
+async function endedClientSpans(transport: Transport, count: number): Promise<ReadableSpan[]> {
+  for (let i = 0; i < 200 && clientSpans(transport).length < count; i++) await sleep(10);
+  return clientSpans(transport);
+}
+
+describe.each(TRANSPORTS)('%s: a downstream that', (transport) => {
+  it('hangs before sending headers: aborted at the cutoff with DeadlineExceededError, outcome expired', async () => {
+    const { result, deadline, ms } = await underDeadline(BUDGET_MS, () => call(transport, '/hang'));
+    expect(result).toBeInstanceOf(DeadlineExceededError);
+    expect(server.arrivals).toHaveLength(1);
+    expect(ms).toBeGreaterThanOrEqual(BUDGET_MS - 5);
+    expect(ms).toBeLessThan(BUDGET_MS + 2_000);
+    const [span] = await endedClientSpans(transport, 1);
+    expect(span.attributes['deadline.outcome']).toBe('expired');
+    expect(span.attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
+    expect(getEventListeners(deadline.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('sends headers, then stalls the body: the body read rejects at the cutoff', async () => {
+    let headersAtMs = 0;
+    const { result, ms } = await underDeadline(BUDGET_MS, async () => {
+      const reply = await call(transport, '/stall');
+      headersAtMs = performance.now();
+      expect(reply.status).toBe(200);
+      return reply.text();
+    });
+    expect(result).toBeInstanceOf(DeadlineExceededError);
+    expect(headersAtMs).toBeGreaterThan(0);
+    expect(ms).toBeGreaterThanOrEqual(BUDGET_MS - 5);
+    expect(ms).toBeLessThan(BUDGET_MS + 2_000);
+    const [span] = await endedClientSpans(transport, 1);
+    expect(span.attributes['deadline.outcome']).toBe('expired');
+  });
+
+  it('resets the connection: a transport error at once, not a deadline error, and the deadline untouched', async () => {
+    const { result, deadline, ms } = await underDeadline(5_000, () => call(transport, '/reset'));
+    expect(result).toBeInstanceOf(Error);
+    expect(isDeadlineError(result)).toBe(false);
+    const codes = [(result as { code?: string }).code, ((result as Error).cause as { code?: string } | undefined)?.code];
+    expect(codes.some((code) => code === 'ECONNRESET' || code === 'UND_ERR_SOCKET')).toBe(true);
+    expect(ms).toBeLessThan(2_500);
+    expect(deadline.aborted).toBe(false);
+    // node:http emits 'close' a moment after the reset's 'error'; the call lets go of the signal then.
+    for (let i = 0; i < 200 && getEventListeners(deadline.signal, 'abort').length > 0; i++) await sleep(10);
+    expect(getEventListeners(deadline.signal, 'abort')).toHaveLength(0);
+    const [span] = await endedClientSpans(transport, 1);
+    expect(span.status.code).toBe(SpanStatusCode.ERROR);
+    expect(span.attributes['deadline.abort.code']).toBeUndefined();
+    expect(['expired', 'cancelled', 'unknown', 'not_started']).not.toContain(span.attributes['deadline.outcome']);
+  });
+
+  it('accepts a POST and the client aborts: outcome unknown, and the retry is deduplicated by its idempotency key', async () => {
+    const { result } = await underDeadline(5_000, () =>
+      retryWithinDeadline(
+        async ({ idempotencyKey }) => {
+          // Each attempt runs under its own 400 ms deadline, which the instrumentation enforces.
+          expect(getDeadline()?.remainingMs()).toBeLessThanOrEqual(400);
+          const reply = await call(transport, '/orders', {
+            method: 'POST',
+            body: '{"sku":"tea","quantity":1}',
+            headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
+          });
+          return JSON.parse(await reply.text()) as { orderId: number; replayed: boolean };
+        },
+        { operation: 'orders.create', attempts: 3, attemptTimeoutMs: 400, backoffMs: 50 },
+      ),
+    );
+    expect(result).toEqual({ orderId: committed.size, replayed: true });
+    const keys = server.arrivals.map((a) => a.headers.find(([name]) => name === 'idempotency-key')?.[1]);
+    expect(keys).toHaveLength(2);
+    expect(keys[1]).toBe(keys[0]);
+    // Exactly one committed effect for this key, although the server saw the write twice.
+    expect([...committed.keys()].filter((key) => key === keys[0])).toHaveLength(1);
+    const spans = await endedClientSpans(transport, 2);
+    expect(spans.map((s) => s.attributes['deadline.outcome'])).toEqual(['unknown', 'completed']);
+    expect(spans[0].attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
+    const retry = otel.spans().find((s) => s.name === 'orders.create')!;
+    expect(retry.events.map((e) => e.attributes?.['deadline.retry.decision'])).toEqual(['retry', 'succeeded']);
+  });
+});
+
+describe('after the faults', () => {
+  it('leaves no socket, timer or listener behind once the servers are closed', async () => {
+    held.splice(0).forEach((release) => release());
+    await server.close();
+    // Client sockets see the close a moment later; wait for it rather than guess how long.
+    for (let i = 0; i < 200 && JSON.stringify(activeResources()) !== JSON.stringify(baseline); i++) await sleep(10);
+    expect(activeResources()).toEqual(baseline);
+    // Deadline timers are unref'd, so getActiveResourcesInfo() does not list them: count them directly.
+    expect(timers.live()).toBe(0);
+    expect(pending.size).toBe(0);
+  });
+});
