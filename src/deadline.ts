@@ -86,6 +86,33 @@ export interface NodeInit {
 
 const NOT_ABORTED: unique symbol = Symbol('not aborted');
 
+function noop(): void {}
+
+/** A subscriber that throws must not stop the abort from reaching the rest of the tree. */
+function notify(subscriber: (reason: unknown) => void, reason: unknown): void {
+  try {
+    subscriber(reason);
+  } catch {
+    // Same as an AbortSignal listener that throws: reported nowhere, stops nothing.
+  }
+}
+
+/**
+ * Subscribes to a deadline's abort: through the light path for this
+ * package's own deadlines, through the signal for any other implementation.
+ */
+export function onDeadlineAbort(deadline: Deadline, listener: (reason: unknown) => void): () => void {
+  if (deadline instanceof DeadlineNode) return deadline.subscribe(listener);
+  const signal = deadline.signal;
+  if (signal.aborted) {
+    listener(signal.reason);
+    return noop;
+  }
+  const onAbort = () => listener(signal.reason);
+  signal.addEventListener('abort', onAbort, { once: true });
+  return () => signal.removeEventListener('abort', onAbort);
+}
+
 /**
  * One node in the deadline tree.
  *
@@ -121,6 +148,7 @@ export class DeadlineNode implements ManagedDeadline {
   private registeredIn: DeadlineNode | undefined;
   private armedChildren: Set<DeadlineNode> | undefined;
   private detachListeners: (() => void) | undefined;
+  private abortSubscribers: Set<(reason: unknown) => void> | undefined;
   private isDisposed = false;
 
   constructor(init: NodeInit) {
@@ -172,6 +200,25 @@ export class DeadlineNode implements ManagedDeadline {
     return this.controller.signal;
   }
 
+  /**
+   * @internal Calls `listener(reason)` once when this deadline aborts, without
+   * creating an AbortSignal (which costs microseconds on Node 20): transports
+   * that only need to be told use this on their hot path. If it has already
+   * aborted, `listener` runs at once. Returns the unsubscribe function; the
+   * subscription also ends when the deadline is disposed.
+   */
+  subscribe(listener: (reason: unknown) => void): () => void {
+    const reason = this.currentReason();
+    if (reason !== NOT_ABORTED) {
+      listener(reason);
+      return noop;
+    }
+    if (this.isDisposed) return noop;
+    this.arm();
+    (this.abortSubscribers ??= new Set()).add(listener);
+    return () => this.abortSubscribers?.delete(listener);
+  }
+
   child(operation: string, timeoutMs: number): ManagedDeadline {
     return openDeadlineUnder(this, { operation, timeoutMs });
   }
@@ -187,6 +234,7 @@ export class DeadlineNode implements ManagedDeadline {
     if (this.reason === NOT_ABORTED && this.extraSignal?.aborted) this.reason = this.extraSignal.reason;
     this.isDisposed = true;
     this.disarm();
+    this.abortSubscribers = undefined;
     // Armed descendants still running move up to our nearest live ancestor, so
     // that ancestor's cancellation still reaches them.
     const heir = this.registeredIn;
@@ -208,7 +256,12 @@ export class DeadlineNode implements ManagedDeadline {
     this.disarm();
     this.registeredIn?.armedChildren?.delete(this);
     this.registeredIn = undefined;
-    if (!this.isDisposed) this.controller?.abort(reason);
+    if (!this.isDisposed) {
+      this.controller?.abort(reason);
+      const subscribers = this.abortSubscribers;
+      this.abortSubscribers = undefined;
+      if (subscribers !== undefined) for (const subscriber of subscribers) notify(subscriber, reason);
+    }
     const children = this.armedChildren;
     this.armedChildren = undefined;
     if (children !== undefined) {

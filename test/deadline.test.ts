@@ -7,6 +7,7 @@ import {
   openDeadline,
   type ManagedDeadline,
 } from '../src';
+import { onDeadlineAbort } from '../src/deadline';
 import { aborted, sleep } from './helpers/otel';
 
 /**
@@ -340,5 +341,67 @@ describe('timers and listeners', () => {
     // Checking the clock aborted the signal synchronously, without waiting for the timer.
     expect(signal.aborted).toBe(true);
     d.dispose();
+  });
+});
+
+describe('onDeadlineAbort (the light subscription transports use)', () => {
+  it('tells a subscriber once, with the ancestor reason, without creating an AbortController', () => {
+    const RealController = globalThis.AbortController;
+    let created = 0;
+    globalThis.AbortController = class extends RealController {
+      constructor() {
+        super();
+        created++;
+      }
+    };
+    try {
+      const root = openDeadline({ operation: 'root', timeoutMs: 10_000, parent: null });
+      const child = root.child('call', 10_000);
+      const seen: unknown[] = [];
+      onDeadlineAbort(child, (reason) => seen.push(reason));
+      const stop = onDeadlineAbort(child, () => seen.push('unsubscribed one'));
+      stop();
+      (root as unknown as { abort(reason: unknown): void }).abort('gone');
+      expect(seen).toEqual(['gone']);
+      expect(created).toBe(0);
+      disposeAll(child, root);
+    } finally {
+      globalThis.AbortController = RealController;
+    }
+  });
+
+  it('fires at the cutoff, and at once for a deadline already aborted', async () => {
+    const d = openDeadline({ operation: 'short', timeoutMs: 20, parent: null });
+    const reason = await new Promise((resolve) => onDeadlineAbort(d, resolve));
+    expect(reason).toBeInstanceOf(DeadlineExceededError);
+    let late: unknown;
+    onDeadlineAbort(d, (r) => (late = r));
+    expect(late).toBe(reason);
+    d.dispose();
+  });
+
+  it('keeps going when one subscriber throws, and ends with dispose', () => {
+    const caller = new AbortController();
+    const d = openDeadline({ operation: 'd', timeoutMs: 10_000, parent: null, signal: caller.signal });
+    const seen: string[] = [];
+    onDeadlineAbort(d, () => {
+      throw new Error('bad subscriber');
+    });
+    onDeadlineAbort(d, () => seen.push('second'));
+    caller.abort('x');
+    expect(seen).toEqual(['second']);
+    const other = openDeadline({ operation: 'o', timeoutMs: 20, parent: null });
+    onDeadlineAbort(other, () => seen.push('after dispose'));
+    other.dispose();
+    return sleep(40).then(() => expect(seen).toEqual(['second']));
+  });
+
+  it('works through the signal for a deadline from another implementation', () => {
+    const controller = new AbortController();
+    const foreign = { signal: controller.signal } as unknown as Parameters<typeof onDeadlineAbort>[0];
+    const seen: unknown[] = [];
+    onDeadlineAbort(foreign, (r) => seen.push(r));
+    controller.abort('foreign');
+    expect(seen).toEqual(['foreign']);
   });
 });
