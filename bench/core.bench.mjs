@@ -2,10 +2,12 @@
 //  (a) open + dispose a child under a long-lived root: this package vs a
 //      seed-000-style child (setTimeout + AbortSignal.any per child).
 //  (b) propagator inject + extract vs W3CTraceContextPropagator.
+//  (c) a span started and ended with and without DeadlineSpanProcessor.
 // Prints a Markdown section between <!-- bench:core --> markers.
 import { ROOT_CONTEXT, defaultTextMapGetter, defaultTextMapSetter, trace, TraceFlags } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { DeadlinePropagator, openDeadline, setDeadline } from '../dist/esm/index.mjs';
+import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { DeadlinePropagator, DeadlineSpanProcessor, openDeadline, setDeadline } from '../dist/esm/index.mjs';
 
 if (typeof globalThis.gc !== 'function') {
   console.error('run with node --expose-gc (npm run bench does)');
@@ -98,6 +100,22 @@ const opsB = new Map(candidatesB.map(([name]) => [name, 100_000]));
 for (const [, fn] of candidatesB) for (let i = 0; i < 10_000; i++) fn(i);
 const timeB = sideBySide(candidatesB, opsB);
 
+// ---- (c) span processor: a span started and ended under a deadline, with and without it
+const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
+const plainProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(noopExporter)] });
+const deadlineProvider = new BasicTracerProvider({
+  spanProcessors: [new DeadlineSpanProcessor(), new SimpleSpanProcessor(noopExporter)],
+});
+const plainTracer = plainProvider.getTracer('bench');
+const deadlineTracer = deadlineProvider.getTracer('bench');
+const candidatesC = [
+  ['span without DeadlineSpanProcessor', () => plainTracer.startSpan('op', {}, deadlineCtx).end()],
+  ['span with DeadlineSpanProcessor', () => deadlineTracer.startSpan('op', {}, deadlineCtx).end()],
+];
+const opsC = new Map(candidatesC.map(([name]) => [name, 50_000]));
+for (const [, fn] of candidatesC) for (let i = 0; i < 10_000; i++) fn(i);
+const timeC = sideBySide(candidatesC, opsC);
+
 // ---- report
 const ours = timeA.get(candidatesA[0][0]);
 const oursArmed = timeA.get(candidatesA[1][0]);
@@ -120,6 +138,12 @@ const lines = [
   ...candidatesB.map(([name]) => `| ${name} | ${fmt(timeB.get(name))} |`),
   '',
   `Ratio to trace-context: **${fmt(propRatio, 2)}×** (target ≤ 3×).`,
+  '',
+  '| (c) span processor | ns/span (median) |',
+  '|---|---:|',
+  ...candidatesC.map(([name]) => `| ${name} | ${fmt(timeC.get(name))} |`),
+  '',
+  `Added per span: **${fmt(timeC.get(candidatesC[1][0]) - timeC.get(candidatesC[0][0]))} ns** (no target; context for the HTTP figures).`,
   '<!-- /bench:core -->',
 ];
 console.log(lines.join('\n'));

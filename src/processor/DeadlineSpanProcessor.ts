@@ -1,4 +1,4 @@
-import { SpanKind, trace, type Context, type MeterProvider } from '@opentelemetry/api';
+import { SpanKind, trace, type Attributes, type Context, type MeterProvider } from '@opentelemetry/api';
 import { getDeadline } from '../context';
 import { DeadlineNode, type Deadline } from '../deadline';
 import { abortCodeOf, describeAbortReason } from '../errors';
@@ -39,16 +39,23 @@ export interface DeadlineSpanProcessorConfig {
 interface SpanState {
   deadline: Deadline;
   parentSpan: { ended?: boolean } | undefined;
-  startViolations: DeadlineViolation[];
+  startViolations: readonly DeadlineViolation[];
 }
 
-const KIND_NAMES: Record<number, string> = {
-  [SpanKind.INTERNAL]: 'internal',
-  [SpanKind.SERVER]: 'server',
-  [SpanKind.CLIENT]: 'client',
-  [SpanKind.PRODUCER]: 'producer',
-  [SpanKind.CONSUMER]: 'consumer',
-};
+/** Histogram attributes per span kind, built once: this runs for every span. */
+const KIND_ATTRIBUTES: Record<number, Attributes> = Object.fromEntries(
+  (
+    [
+      [SpanKind.INTERNAL, 'internal'],
+      [SpanKind.SERVER, 'server'],
+      [SpanKind.CLIENT, 'client'],
+      [SpanKind.PRODUCER, 'producer'],
+      [SpanKind.CONSUMER, 'consumer'],
+    ] as const
+  ).map(([kind, name]) => [kind, Object.freeze({ [ATTR_SPAN_KIND]: name })]),
+);
+
+const NO_VIOLATIONS: readonly DeadlineViolation[] = Object.freeze([]);
 
 /** Compares on the monotonic clock when both are ours, so equal cutoffs compare exactly. */
 function isLaterThan(deadline: Deadline, other: Deadline): boolean {
@@ -97,19 +104,24 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     if (deadline.wireSkewMs !== undefined) span.setAttribute(ATTR_DEADLINE_WIRE_SKEW_MS, deadline.wireSkewMs);
     if (deadline.queueDwellMs !== undefined) span.setAttribute(ATTR_DEADLINE_QUEUE_DWELL_MS, deadline.queueDwellMs);
 
-    const startViolations: DeadlineViolation[] = [];
     const parentSpan = trace.getSpan(parentContext) as unknown as { ended?: boolean } | undefined;
     const parentDeadline = parentSpan === undefined ? undefined : this.deadlines.get(parentSpan);
-    if (parentDeadline !== undefined && isLaterThan(deadline, parentDeadline)) startViolations.push('later_than_parent');
-    if (remaining <= 0) startViolations.push('started_after_expiry');
-    else if (deadline.aborted) startViolations.push('started_after_cancel');
+    const later = parentDeadline !== undefined && isLaterThan(deadline, parentDeadline);
+    const expiredOrCancelled = remaining <= 0 || deadline.aborted;
+    let startViolations = NO_VIOLATIONS;
+    if (later || expiredOrCancelled) {
+      const found: DeadlineViolation[] = later ? ['later_than_parent'] : [];
+      if (remaining <= 0) found.push('started_after_expiry');
+      else if (expiredOrCancelled) found.push('started_after_cancel');
+      startViolations = found;
+    }
 
     this.deadlines.set(span, deadline);
     // Only in-process SDK spans can be compared; a remote parent has no `ended`. A
     // consumer runs after its producer span ended by design: that is not lateness.
     const localParent = parentDeadline !== undefined && span.kind !== SpanKind.CONSUMER ? parentSpan : undefined;
     this.states.set(span, { deadline, parentSpan: localParent, startViolations });
-    this.instruments().remaining.record(remaining, { [ATTR_SPAN_KIND]: KIND_NAMES[span.kind] ?? 'internal' });
+    this.instruments().remaining.record(remaining, KIND_ATTRIBUTES[span.kind] ?? KIND_ATTRIBUTES[SpanKind.INTERNAL]);
   }
 
   onEnding(span: ProcessedSpan): void {
@@ -120,9 +132,12 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const attributes = span.attributes;
     const preset = attributes[ATTR_DEADLINE_OUTCOME] as DeadlineOutcome | undefined;
     const outcome = preset ?? outcomeOf(deadline);
-    span.setAttribute(ATTR_DEADLINE_REMAINING_AT_END_MS, Math.floor(deadline.remainingMs()));
-    span.setAttribute(ATTR_DEADLINE_EXCEEDED, deadline.expired);
-    if (preset === undefined) span.setAttribute(ATTR_DEADLINE_OUTCOME, outcome);
+    const remainingAtEnd = deadline.remainingMs();
+    span.setAttributes({
+      [ATTR_DEADLINE_REMAINING_AT_END_MS]: Math.floor(remainingAtEnd),
+      [ATTR_DEADLINE_EXCEEDED]: remainingAtEnd <= 0,
+      [ATTR_DEADLINE_OUTCOME]: outcome,
+    });
 
     if (deadline.aborted && attributes[ATTR_DEADLINE_ABORT_CODE] === undefined) {
       span.setAttribute(ATTR_DEADLINE_ABORT_CODE, abortCodeOf(deadline.abortReason));
