@@ -13,9 +13,9 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { NodeSDK } from '@opentelemetry/sdk-node';
-import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
 import { DeadlineSpanProcessor } from '../src/processor/DeadlineSpanProcessor';
+import { createBatchSpanProcessor } from './batch-processor';
 import { DeadlineInstrumentation } from './DeadlineInstrumentation';
 import { configFromEnv } from './env';
 import type { DeadlineInstrumentationConfig } from './types';
@@ -38,7 +38,7 @@ function createSdk(config: DeadlineInstrumentationConfig): NodeSDK {
         new DeadlinePropagator({ maxIncomingMs: config.maxIncomingMs }),
       ],
     }),
-    spanProcessors: [new DeadlineSpanProcessor(), new BatchSpanProcessor(new OTLPTraceExporter())],
+    spanProcessors: [new DeadlineSpanProcessor(), createBatchSpanProcessor(new OTLPTraceExporter())],
     instrumentations: [
       new HttpInstrumentation({ requestHook: deadline.httpRequestHook }),
       new UndiciInstrumentation({ requestHook: deadline.undiciRequestHook }),
