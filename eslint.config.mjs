@@ -10,7 +10,7 @@ export default tseslint.config(
       globals: {
         process: 'readonly', console: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly',
         setImmediate: 'readonly', performance: 'readonly', AbortController: 'readonly', AbortSignal: 'readonly',
-        URL: 'readonly', fetch: 'readonly', Buffer: 'readonly', globalThis: 'readonly', require: 'readonly',
+        URL: 'readonly', URLSearchParams: 'readonly', TextEncoder: 'readonly', TextDecoder: 'readonly', fetch: 'readonly', Buffer: 'readonly', globalThis: 'readonly', require: 'readonly',
         module: 'writable', __dirname: 'readonly', structuredClone: 'readonly', queueMicrotask: 'readonly',
         setInterval: 'readonly', clearInterval: 'readonly', Response: 'readonly', Request: 'readonly', Headers: 'readonly',
       },

@@ -112,7 +112,8 @@ build() {
 # compat/node22/shims), so the built package must not need it, at run time or in its types.
 dist_without_sdk_trace_base() {
   local found
-  found=$(grep -rl --include='*.js' --include='*.mjs' --include='*.d.ts' '@opentelemetry/sdk-trace-base' dist || true)
+  # Only module specifiers count (require, import, import type), not comments that name the package.
+  found=$(grep -rlE --include='*.js' --include='*.mjs' --include='*.d.ts' "(require\\(|from |import\\()[\"']@opentelemetry/sdk-trace-base[\"']" dist || true)
   [ -z "$found" ] && return 0
   echo "these built files need @opentelemetry/sdk-trace-base, which has no 3.x release:" >&2
   echo "$found" | sed 's/^/  /' >&2

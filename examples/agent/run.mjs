@@ -2,17 +2,25 @@
 //   node examples/agent/run.mjs            a roomy (3 s) and a tight (0.9 s) request
 //   node examples/agent/run.mjs --budget 1200 --json
 //   node examples/agent/run.mjs --budget 900 --queue-delay 1500   the report job expires in the queue
+//   node examples/agent/run.mjs --budget 2000 --enrichment-min 2000 the enrichment can never fit
 // Needs the package built (npm run build): it imports `otel-deadline`.
 import { parseArgs } from 'node:util';
 import { runAgentScenario, startAgentServices, startTracing } from './index.mjs';
 
 const { values } = parseArgs({
-  options: { json: { type: 'boolean' }, budget: { type: 'string' }, 'queue-delay': { type: 'string' } },
+  options: {
+    json: { type: 'boolean' },
+    budget: { type: 'string' },
+    'queue-delay': { type: 'string' },
+    'enrichment-min': { type: 'string' },
+  },
 });
 const budgets = values.budget === undefined ? [3_000, 900] : [Number(values.budget)];
 const queueDelayMs = values['queue-delay'] === undefined ? undefined : Number(values['queue-delay']);
-if (budgets.some((b) => !Number.isFinite(b) || b <= 0) || (queueDelayMs !== undefined && !(queueDelayMs >= 0))) {
-  console.error('--budget and --queue-delay take a positive number of milliseconds');
+const enrichmentMinMs = values['enrichment-min'] === undefined ? undefined : Number(values['enrichment-min']);
+const nonNegative = (value) => value === undefined || value >= 0;
+if (budgets.some((b) => !Number.isFinite(b) || b <= 0) || !nonNegative(queueDelayMs) || !nonNegative(enrichmentMinMs)) {
+  console.error('--budget, --queue-delay and --enrichment-min take a positive number of milliseconds');
   process.exit(2);
 }
 
@@ -48,7 +56,10 @@ function print(run) {
 }
 
 const tracing = startTracing();
-const services = await startAgentServices(queueDelayMs === undefined ? {} : { queueDelayMs });
+const services = await startAgentServices({
+  ...(queueDelayMs === undefined ? {} : { queueDelayMs }),
+  ...(enrichmentMinMs === undefined ? {} : { enrichmentMinMs }),
+});
 const runs = [];
 try {
   for (const budgetMs of budgets) {

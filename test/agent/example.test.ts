@@ -75,7 +75,8 @@ describe('examples/agent', () => {
   });
 
   it('on a tight budget skips the optional enrichment, keeps its reserve and returns a partial answer', async () => {
-    const [tight] = await example('--budget', '900');
+    // A budget a cold child process meets even on a loaded machine, and an enrichment that can never fit in it.
+    const [tight] = await example('--budget', '2000', '--enrichment-min', '2000');
     expect(tight.answer.status).toBe('partial');
     // On a loaded machine the retried read may not fit either; the enrichment never does.
     expect(tight.answer.skipped).toContain('enrichment');
@@ -86,17 +87,17 @@ describe('examples/agent', () => {
   });
 
   it('refuses the report job that waited in the queue past the cutoff: the report service never sees it', async () => {
-    const [late] = await example('--budget', '900', '--queue-delay', '1500');
+    const [late] = await example('--budget', '1500', '--queue-delay', '2500');
     expect(late.jobs).toEqual([{ jobId: expect.any(String), status: 'refused', code: 'DEADLINE_EXCEEDED' }]);
     expect(late.arrivals.report).toBe(1); // the audit only
     const job = only(late.spans, 'report.render');
     expect(job.attributes['deadline.outcome']).toBe('not_started');
-    expect(job.attributes['deadline.queue_dwell_ms'] as number).toBeGreaterThanOrEqual(1_400);
+    expect(job.attributes['deadline.queue_dwell_ms'] as number).toBeGreaterThanOrEqual(2_400);
     expect(late.spans.some((s) => s.name === 'report /render')).toBe(false);
   });
 
   it('rejects a bad budget with a clear message and exit code 2', async () => {
     const failure = await run(process.execPath, ['examples/agent/run.mjs', '--budget', 'soon'], { cwd: root }).catch((e: unknown) => e);
-    expect(failure).toMatchObject({ code: 2, stderr: expect.stringContaining('--budget and --queue-delay take a positive number') });
+    expect(failure).toMatchObject({ code: 2, stderr: expect.stringContaining('--budget, --queue-delay and --enrichment-min take a positive number') });
   });
 });
