@@ -9,35 +9,8 @@ import {
 } from '../src';
 import { onDeadlineAbort } from '../src/deadline';
 import { aborted, sleep } from './helpers/otel';
+import { watchTimers } from './helpers/timers';
 
-/**
- * Counts live timers by wrapping the globals (unref'd timers do not show in
- * process.getActiveResourcesInfo()). A timer is live until it fires or is cleared.
- */
-function trackTimers(): { live(): number; restore(): void } {
-  const realSet = globalThis.setTimeout;
-  const realClear = globalThis.clearTimeout;
-  const live = new Set<unknown>();
-  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
-    const handle: ReturnType<typeof setTimeout> = realSet(() => {
-      live.delete(handle);
-      fn();
-    }, ms);
-    live.add(handle);
-    return handle;
-  }) as typeof setTimeout;
-  globalThis.clearTimeout = ((handle: ReturnType<typeof setTimeout>) => {
-    live.delete(handle);
-    realClear(handle);
-  }) as typeof clearTimeout;
-  return {
-    live: () => live.size,
-    restore() {
-      globalThis.setTimeout = realSet;
-      globalThis.clearTimeout = realClear;
-    },
-  };
-}
 
 function disposeAll(...deadlines: ManagedDeadline[]): void {
   for (const d of deadlines) d.dispose();
@@ -272,7 +245,7 @@ describe('bad arguments (invariant 5)', () => {
 
 describe('timers and listeners', () => {
   it('creates no timer until the signal is asked for, and clears it on dispose', () => {
-    const timers = trackTimers();
+    const timers = watchTimers();
     try {
       const root = openDeadline({ operation: 'root', timeoutMs: 60_000, parent: null });
       const child = root.child('c', 30_000);
