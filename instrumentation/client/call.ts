@@ -1,5 +1,5 @@
 import { createContextKey, type Span } from '@opentelemetry/api';
-import type { Deadline } from '../../src/deadline';
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { abortCodeOf, describeAbortReason } from '../../src/errors';
 import {
   ATTR_DEADLINE_ABORT_CODE,
@@ -34,9 +34,9 @@ export interface CallInit {
 /**
  * The deadline bookkeeping of one outgoing call made under an active deadline.
  *
- * It listens to the deadline's signal (and the caller's, when it owns the
- * combination) only between `arm` and `settle`, so no listener outlives the
- * call. It writes the outcome on the transport's client spans that it has
+ * It subscribes to the deadline's abort (without creating its AbortSignal)
+ * and listens to the caller's signal, when it owns the combination, only
+ * between `arm` and `settle`, so no subscription outlives the call. It writes the outcome on the transport's client spans that it has
  * been shown (`addSpan`) before it aborts the transport, so the spans carry
  * it when the transport ends them.
  */
@@ -54,7 +54,8 @@ export class OutgoingCall {
   private attributes: Record<string, string | boolean> | undefined;
   private openRequests = 0;
   private apiDone = false;
-  private readonly onAbort = (event: Event) => this.abortWith((event.target as AbortSignal).reason);
+  private unsubscribe: (() => void) | undefined;
+  private onCallerAbort: (() => void) | undefined;
 
   constructor(init: CallInit) {
     this.deadline = init.deadline;
@@ -84,10 +85,14 @@ export class OutgoingCall {
   arm(action: (reason: unknown) => void): void {
     if (this.settled) return;
     this.abortAction = this.observe ? () => this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true }) : action;
-    const signal = this.deadline.signal;
-    if (signal.aborted) return this.abortWith(signal.reason);
-    signal.addEventListener('abort', this.onAbort);
-    this.callerSignal?.addEventListener('abort', this.onAbort);
+    // Runs the listener at once if the deadline has already aborted.
+    const unsubscribe = onDeadlineAbort(this.deadline, (reason) => this.abortWith(reason));
+    if (this.abortAction === undefined) return unsubscribe();
+    this.unsubscribe = unsubscribe;
+    const callerSignal = this.callerSignal;
+    if (callerSignal === undefined) return;
+    this.onCallerAbort = () => this.abortWith(callerSignal.reason);
+    callerSignal.addEventListener('abort', this.onCallerAbort);
   }
 
   /** The server rejected the request on arrival: it never started. */
@@ -141,8 +146,10 @@ export class OutgoingCall {
   private detach(): void {
     if (this.abortAction === undefined) return;
     this.abortAction = undefined;
-    this.deadline.signal.removeEventListener('abort', this.onAbort);
-    this.callerSignal?.removeEventListener('abort', this.onAbort);
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    if (this.onCallerAbort !== undefined) this.callerSignal?.removeEventListener('abort', this.onCallerAbort);
+    this.onCallerAbort = undefined;
   }
 
   private record(attributes: Record<string, string | boolean>): void {

@@ -6,6 +6,7 @@ import type { ClientHost } from './host';
 import { errorFromReply, isRejectValue, readSmallBody } from './reply';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
 import { undiciHeadersWithDeadline } from './headers';
+import { DeadlineSignalView } from './signal-view';
 
 /**
  * Wrappers for undici's `request`, `stream` and `pipeline`, both the top-level
@@ -66,10 +67,16 @@ function failedDuplex(error: Error): Duplex {
   return duplex;
 }
 
-async function convertRejectReply(data: ResponseData, call: OutgoingCall, operation: string): Promise<ResponseData> {
-  if (call.observe || !isRejectValue(data.headers[HEADER_DEADLINE_EXPIRED])) return data;
+function isRejectReply(data: ResponseData, call: OutgoingCall): boolean {
+  return !call.observe && isRejectValue(data.headers[HEADER_DEADLINE_EXPIRED]);
+}
+
+/** Settles the call (after reading the small reply body) and rejects with the error the reply stands for. */
+async function convertRejectReply(data: ResponseData, call: OutgoingCall, operation: string): Promise<never> {
   call.markRejectedByServer();
-  throw errorFromReply(operation, call.deadline, await readSmallBody(data.body));
+  const error = errorFromReply(operation, call.deadline, await readSmallBody(data.body));
+  call.apiSettled();
+  throw error;
 }
 
 function callOriginal(original: AnyFunction, self: unknown, args: unknown[], ctx: Context | undefined): unknown {
@@ -82,7 +89,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
       const shape = topLevel ? topLevelShape(args) : dispatcherShape(args);
       const ctx = context.active();
       const method = String(shape.options.method ?? 'GET').toUpperCase();
-      const signal = shape.options.signal;
+      const callerSignal = shape.options.signal;
       const decision = beginCall(
         host.settings,
         {
@@ -90,7 +97,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
           method,
           hasBody: shape.options.body != null,
           url: () => (topLevel ? String(args[0]) : undefined),
-          callerSignal: signal instanceof AbortSignal ? signal : undefined,
+          callerSignal: callerSignal instanceof AbortSignal ? callerSignal : undefined,
         },
         ctx,
       );
@@ -112,28 +119,30 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
       const { call } = decision;
       // Set here, in the caller's context: a request queued in a Pool is only
       // created (and seen by the undici channel) later, in another context.
-      let options: UndiciOptions = { ...shape.options, headers: undiciHeadersWithDeadline(shape.options.headers, ctx) };
+      const headers = undiciHeadersWithDeadline(shape.options.headers, ctx);
       // undici does not fail a request queued for a pooled connection until it
       // is dispatched, whatever its signal says, so an abort settles our
       // promise (or destroys the pipeline) itself; the queued request is then
       // aborted before it is written when its turn comes.
       let failNow: ((reason: unknown) => void) | undefined;
+      let signal: unknown;
       if (call.observe) {
         call.arm(() => {});
-      } else if (shape.options.signal == null) {
-        // undici removes its listener when the request settles, so the
-        // deadline's own signal can go straight in: no controller per call.
+        signal = callerSignal;
+      } else if (callerSignal == null) {
+        // undici subscribes to the view and unsubscribes once the response
+        // body is done, like with a signal: no AbortSignal per call.
         call.arm((reason) => failNow?.(reason));
-        options = { ...options, signal: call.deadline.signal };
+        signal = new DeadlineSignalView(call.deadline);
       } else {
         const controller = new AbortController();
         call.arm((reason) => {
           controller.abort(reason);
           failNow?.(reason);
         });
-        options = { ...options, signal: controller.signal };
+        signal = controller.signal;
       }
-      const callArgs = shape.rebuild(options, rest);
+      const callArgs = shape.rebuild({ ...shape.options, headers, signal }, rest);
 
       if (api === 'pipeline') {
         const duplex = callOriginal(original, this, callArgs, decision.context) as Duplex;
@@ -143,21 +152,25 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
       }
       const operation = `undici ${method}`;
       const pending = callOriginal(original, this, callArgs, decision.context) as Promise<unknown>;
+      // One promise of ours per call: settled by undici's, or earlier by an abort.
       const promise = new Promise<unknown>((resolve, reject) => {
-        failNow = reject;
-        pending.then(
-          (result) => (api === 'request' ? convertRejectReply(result as ResponseData, call, operation) : result),
-        ).then(resolve, reject);
-      }).then(
-        (result) => {
+        const fail = (error: unknown) => {
           call.apiSettled();
-          return result;
-        },
-        (error: unknown) => {
+          reject(error);
+        };
+        failNow = fail;
+        pending.then((result) => {
+          try {
+            if (api === 'request' && isRejectReply(result as ResponseData, call)) {
+              return void convertRejectReply(result as ResponseData, call, operation).then(resolve, fail);
+            }
+          } catch (error) {
+            return fail(error);
+          }
           call.apiSettled();
-          throw error;
-        },
-      );
+          resolve(result);
+        }, fail);
+      });
       if (!hasCallback) return promise;
       promise.then(
         (result) => (callback as AnyFunction)(null, result),

@@ -46,7 +46,16 @@ export function incomingBudget(
   const trusted = trust === undefined || safeExecuteInTheMiddle(() => trust(request), () => {}, true) === true;
   if (trusted && extracted !== undefined) return fromExtracted(extracted, settings.maxIncomingMs);
   const wire = trusted ? propagator.read(request.headers, defaultTextMapGetter) : undefined;
-  if (wire !== undefined) return { ...wire, cutoffMono: monotonicNow() + wire.remainingMs, source: 'remote' };
+  if (wire !== undefined) {
+    // Spelled out: an object spread here costs microseconds per request on Node 20.
+    return {
+      remainingMs: wire.remainingMs,
+      cutoffMono: monotonicNow() + wire.remainingMs,
+      expiresAtMs: wire.expiresAtMs,
+      source: 'remote',
+      wireSkewMs: wire.wireSkewMs,
+    };
+  }
   if (settings.defaultTimeoutMs === undefined) return undefined;
   return {
     remainingMs: settings.defaultTimeoutMs,

@@ -30,13 +30,14 @@ const DEADLINE_KEY = Symbol.for('otel-deadline.context.deadline');
 
 type RequestListener = (this: unknown, request: IncomingMessage, response: ServerResponse) => unknown;
 
-/** Per request: the context its listeners run in (undefined: untouched), or that it was answered already. */
-interface Admitted {
-  context: Context | undefined;
-  rejected: boolean;
-}
+/** Marks a request that was answered at once: no listener runs. */
+const REJECTED: unique symbol = Symbol('rejected request');
 
-const admitted = new WeakMap<IncomingMessage, Admitted>();
+/** Per request: the context its listeners run in (undefined: untouched), or REJECTED. */
+type Admitted = Context | typeof REJECTED | undefined;
+
+/** Only for servers with more than one 'request' listener, so that each request is admitted once. */
+const admitted = new WeakMap<IncomingMessage, { state: Admitted }>();
 
 /** instrumentation-http puts its server span in the RPC metadata of the context it runs the listeners in. */
 function serverSpan(ctx: Context): Span | undefined {
@@ -71,7 +72,7 @@ function withDeadline(ctx: Context, deadline: DeadlineNode): Context {
 function admit(host: ServerHost, request: IncomingMessage, response: ServerResponse, ctx: Context): Admitted {
   const { settings } = host;
   const budget = incomingBudget(settings, host.serverPropagator, request, extractedHere(ctx));
-  if (budget === undefined) return { context: getDeadline(ctx) === undefined ? undefined : withoutDeadline(ctx), rejected: false };
+  if (budget === undefined) return getDeadline(ctx) === undefined ? undefined : withoutDeadline(ctx);
 
   const span = serverSpan(ctx);
   const observe = settings.mode === 'observe';
@@ -83,7 +84,7 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
       span?.setAttributes({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: rejection });
       span?.setStatus({ code: SpanStatusCode.ERROR, message: rejection });
       writeRejectReply(response, settings.rejectStatusCode, rejection, settings.minUsefulMs, budget.remainingMs);
-      return { context: undefined, rejected: true };
+      return REJECTED;
     }
   }
 
@@ -95,8 +96,9 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
     budgetMs: budget.remainingMs,
     wireSkewMs: budget.wireSkewMs,
   });
-  // Ahead of instrumentation-http's own 'close' listener, which ends the server span.
-  response.prependOnceListener('close', () => {
+  // Ahead of instrumentation-http's own 'close' listener, which ends the server
+  // span. 'close' is emitted once, so no once-wrapper is needed.
+  response.prependListener('close', () => {
     const disconnected = !response.writableFinished;
     if (observe) {
       if (disconnected || deadline.expired) span?.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
@@ -112,7 +114,25 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
     deadline.dispose();
   });
   // Replaces both the context slot and the baggage entry a global propagator set.
-  return { context: withDeadline(ctx, deadline), rejected: false };
+  return withDeadline(ctx, deadline);
+}
+
+/** True when `server` may run listeners other than this one for the same request. */
+function mayHaveOtherListeners(server: unknown): boolean {
+  const count = (server as { listenerCount?: (event: string) => number } | null | undefined)?.listenerCount;
+  return typeof count !== 'function' || count.call(server, 'request') !== 1;
+}
+
+/** Admits `request` once, however many 'request' listeners its server has. */
+function admissionOf(host: ServerHost, server: unknown, request: IncomingMessage, response: ServerResponse): Admitted {
+  // The usual single listener admits directly: no per-request record to keep.
+  if (!mayHaveOtherListeners(server)) return admit(host, request, response, context.active());
+  let record = admitted.get(request);
+  if (record === undefined) {
+    record = { state: admit(host, request, response, context.active()) };
+    admitted.set(request, record);
+  }
+  return record.state;
 }
 
 /**
@@ -126,14 +146,10 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
 export function wrapRequestListener(host: ServerHost, listener: RequestListener): RequestListener {
   const wrapped = function (this: unknown, request: IncomingMessage, response: ServerResponse): unknown {
     if (!host.isEnabled()) return listener.call(this, request, response);
-    let state = admitted.get(request);
-    if (state === undefined) {
-      state = admit(host, request, response, context.active());
-      admitted.set(request, state);
-    }
-    if (state.rejected) return undefined;
-    if (state.context === undefined) return listener.call(this, request, response);
-    return context.with(state.context, () => listener.call(this, request, response));
+    const state = admissionOf(host, this, request, response);
+    if (state === REJECTED) return undefined;
+    if (state === undefined) return listener.call(this, request, response);
+    return context.with(state, listener, this, request, response);
   };
   Object.defineProperty(wrapped, 'listener', { value: listener });
   return wrapped;

@@ -1,0 +1,71 @@
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
+
+type Listener = (this: unknown, event: unknown) => void;
+
+/** What undici hands an abort listener: it only reads the signal's `reason`, never the event. */
+const ABORT_EVENT = Object.freeze({ type: 'abort' });
+
+function noop(): void {}
+
+/**
+ * A deadline seen through the few members undici's request, stream and
+ * pipeline read from their `signal` option (`aborted`, `reason`,
+ * `addEventListener` / `removeEventListener` for 'abort'), without creating an
+ * AbortSignal: on Node 20 one signal and its listener cost several
+ * microseconds on every call. Listeners are subscribed to the deadline only
+ * while undici holds them, so the abort still reaches the request (and the
+ * response body being read) at the cutoff, and nothing outlives the call.
+ * Only for undici: fetch insists on a real AbortSignal.
+ */
+export class DeadlineSignalView {
+  private listener: Listener | undefined;
+  private unsubscribe: (() => void) | undefined;
+  /** Any further listeners: undici registers one, so this stays undefined. */
+  private more: Map<Listener, () => void> | undefined;
+
+  constructor(private readonly deadline: Deadline) {}
+
+  get aborted(): boolean {
+    return this.deadline.aborted;
+  }
+
+  get reason(): unknown {
+    return this.deadline.abortReason;
+  }
+
+  addEventListener(type: string, listener: Listener): void {
+    if (type !== 'abort' || typeof listener !== 'function') return;
+    if (listener === this.listener || this.more?.has(listener)) return;
+    const notify = () => {
+      this.forget(listener);
+      listener.call(this, ABORT_EVENT);
+    };
+    // Registered before subscribing: a deadline that has already aborted notifies at once.
+    if (this.listener === undefined) {
+      this.listener = listener;
+      const unsubscribe = onDeadlineAbort(this.deadline, notify);
+      if (this.listener === listener) this.unsubscribe = unsubscribe;
+    } else {
+      const more = (this.more ??= new Map());
+      more.set(listener, noop);
+      const unsubscribe = onDeadlineAbort(this.deadline, notify);
+      if (more.has(listener)) more.set(listener, unsubscribe);
+    }
+  }
+
+  removeEventListener(type: string, listener: Listener): void {
+    if (type !== 'abort') return;
+    if (listener === this.listener) this.unsubscribe?.();
+    else this.more?.get(listener)?.();
+    this.forget(listener);
+  }
+
+  private forget(listener: Listener): void {
+    if (listener === this.listener) {
+      this.listener = undefined;
+      this.unsubscribe = undefined;
+    } else {
+      this.more?.delete(listener);
+    }
+  }
+}
