@@ -144,6 +144,9 @@ function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, o
 function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation: string): void {
   request.once('socket', (socket: Socket) => {
     const markSent = () => {
+      // The abort timer may not have run yet (a busy loop): reading `aborted` checks the clock and,
+      // past the cutoff, aborts now, so the request is destroyed before its headers are written.
+      if (!call.observe && call.deadline.aborted) return;
       call.sent = true;
       if (!call.hasBody) call.hasBody = hasBodyHeaders(request);
     };
