@@ -7,7 +7,8 @@
  *   /stall  sends headers and a first chunk, then stalls the body;
  *   /reset  resets the connection (TCP RST) as soon as the request arrives;
  *   /orders accepts a POST, commits it once the client has gone, and answers
- *           a repeat of the same idempotency key with the committed result.
+ *           a repeat of the same idempotency key with the committed result;
+ *   /slow   answers after 50 ms, headers first, then the body (/slow-body) or all at once.
  * The last test closes everything and checks that no socket, timer or listener is left.
  */
 import { getEventListeners } from 'node:events';
@@ -19,18 +20,22 @@ import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { context } from '@opentelemetry/api';
 import {
   DeadlineExceededError,
   DeadlineInstrumentation,
   getDeadline,
   isDeadlineError,
+  openDeadline,
   retryWithinDeadline,
+  setDeadline,
   withDeadline,
   type Deadline,
 } from '../../src';
-import { watchTimers } from '../agent/fixtures';
+import type { DeadlineNode } from '../../src/deadline';
+import { watchTimers } from '../helpers/timers';
 import { installOtel, sleep, type TestOtel } from '../helpers/otel';
-import { readBody, response, startCountingServer, type CountingServer } from '../instrumentation/helpers/servers';
+import { readBody, requestError, response, startCountingServer, type CountingServer } from '../instrumentation/helpers/servers';
 
 type Transport = 'fetch' | 'undici' | 'http';
 const TRANSPORTS: Transport[] = ['fetch', 'undici', 'http'];
@@ -112,6 +117,12 @@ beforeAll(async () => {
     }
     if (req.url === '/reset') return void req.socket.resetAndDestroy();
     if (req.url === '/orders') return orders(req, res);
+    if (req.url === '/slow') return void setTimeout(() => res.end('slow'), 50);
+    if (req.url === '/slow-body') {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.flushHeaders();
+      return void setTimeout(() => res.end('body'), 50);
+    }
     res.end('ok');
   });
 });
@@ -245,6 +256,72 @@ describe.each(TRANSPORTS)('%s: a downstream that', (transport) => {
     expect(spans[0].attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
     const retry = otel.spans().find((s) => s.name === 'orders.create')!;
     expect(retry.events.map((e) => e.attributes?.['deadline.retry.decision'])).toEqual(['retry', 'succeeded']);
+  });
+});
+
+/** Holds the thread until `ms` past the deadline's cutoff, as a long synchronous step would. */
+function blockPastCutoff(deadline: Deadline, ms: number): void {
+  const until = (deadline as DeadlineNode).cutoffMono + ms;
+  while (performance.now() < until) {
+    // busy: no timer runs, not even the deadline's own
+  }
+}
+
+/**
+ * A blocked event loop delays the abort timer. When the thread is blocked
+ * inside an I/O callback, the callbacks that follow in the same poll phase
+ * still run before any timer: here the response that frees the only pooled
+ * socket, which hands it to a request queued under a deadline whose cutoff
+ * passed during the block. The request must not be written then, although
+ * its abort timer has not run. (bench/load.bench.mjs found node:http doing
+ * so, there with new connections completing after the cutoff; it now reads
+ * the deadline's clock when the socket is assigned or connects.) undici
+ * dispatches a request queued in a Pool only after a setImmediate, by which
+ * time the timer has run; the test holds it to that.
+ */
+describe('a blocked event loop: a queued request whose socket frees up after its cutoff', () => {
+  const BLOCKED_BUDGET_MS = 600;
+
+  it('node:http: is not sent, although its abort timer has not run yet', async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const queued = openDeadline({ operation: 'queued', timeoutMs: BLOCKED_BUDGET_MS, parent: null });
+    try {
+      const first = http.get(`${server.url}/slow`, { agent });
+      // Waits in the agent's queue: the only socket is busy with the first request.
+      const second = context.with(setDeadline(context.active(), queued), () => http.get(`${server.url}/queued`, { agent }));
+      const secondError = requestError(second);
+      const firstReply = await response(first);
+      // Still inside the poll phase that delivered the first response.
+      blockPastCutoff(queued, 50);
+      firstReply.resume();
+      expect(await secondError).toBeInstanceOf(DeadlineExceededError);
+      await sleep(100);
+      expect(server.arrivals.map((a) => a.url)).toEqual(['/slow']);
+    } finally {
+      queued.dispose();
+      agent.destroy();
+    }
+  });
+
+  it('undici Pool: is not sent, although its abort timer has not run yet', async () => {
+    const pool = new undici.Pool(server.url, { connections: 1 });
+    const queued = openDeadline({ operation: 'queued', timeoutMs: BLOCKED_BUDGET_MS, parent: null });
+    try {
+      const first = await pool.request({ path: '/slow-body', method: 'GET' });
+      // Waits in the pool's queue: the only connection is busy with the first request's body.
+      const second = context.with(setDeadline(context.active(), queued), () =>
+        pool.request({ path: '/queued', method: 'GET' }).then((r) => r.body.text(), (err: unknown) => err),
+      );
+      // The body's last chunk is delivered while undici parses it, before the request completes.
+      first.body.on('data', () => blockPastCutoff(queued, 50));
+      await first.body.text();
+      expect(await second).toBeInstanceOf(DeadlineExceededError);
+      await sleep(100);
+      expect(server.arrivals.map((a) => a.url)).toEqual(['/slow-body']);
+    } finally {
+      queued.dispose();
+      await pool.close();
+    }
   });
 });
 
