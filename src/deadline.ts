@@ -219,6 +219,11 @@ export class DeadlineNode implements ManagedDeadline {
     return () => this.abortSubscribers?.delete(listener);
   }
 
+  /** @internal How many `subscribe` listeners are waiting: lets tests prove none is left behind. */
+  get subscriberCount(): number {
+    return this.abortSubscribers?.size ?? 0;
+  }
+
   child(operation: string, timeoutMs: number): ManagedDeadline {
     return openDeadlineUnder(this, { operation, timeoutMs });
   }

@@ -161,14 +161,20 @@ describe('undici under an active deadline', () => {
     const caller = new AbortController();
     const mine = new Error('caller gave up');
     setTimeout(() => caller.abort(mine), 50);
-    const error = await under(deadline, () => undici.request(`${server.url}/hang`, { signal: caller.signal })).catch(
+    const pending = under(deadline, () => undici.request(`${server.url}/hang`, { signal: caller.signal })).catch(
       (e: unknown) => e,
     );
+    await sleep(20);
+    // While the call is in flight it is subscribed to the deadline (the check below can fail).
+    expect((deadline as unknown as { subscriberCount: number }).subscriberCount).toBeGreaterThan(0);
+    const error = await pending;
     expect(error).toBe(mine);
     await under(deadline, async () => (await undici.request(`${server.url}/ok`)).body.text());
     await sleep(20);
     expect(getEventListeners(deadline.signal, 'abort')).toHaveLength(0);
     expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
+    // Calls subscribe to the deadline without a signal: every subscription is released too.
+    expect((deadline as unknown as { subscriberCount: number }).subscriberCount).toBe(0);
     deadline.dispose();
   });
 
