@@ -40,6 +40,8 @@ interface SpanState {
   deadline: Deadline;
   parentSpan: { ended?: boolean } | undefined;
   startViolations: readonly DeadlineViolation[];
+  /** Set once the end has been recorded. */
+  finished: boolean;
 }
 
 /** Histogram attributes per span kind, built once: this runs for every span. */
@@ -78,10 +80,11 @@ function outcomeOf(deadline: Deadline): DeadlineOutcome {
  * metrics are still recorded from `onEnd`.
  */
 export class DeadlineSpanProcessor implements SdkSpanProcessor {
-  /** In-flight spans only: removed when the span ends. */
+  /**
+   * Every span started under a deadline, until the span is collected: a child
+   * that starts after its parent ended can still compare with its deadline.
+   */
   private readonly states = new WeakMap<object, SpanState>();
-  /** Every span's deadline, kept until the span is collected, so late children can still compare. */
-  private readonly deadlines = new WeakMap<object, Deadline>();
   private readonly instruments: () => DeadlineInstruments;
   private readonly lateGraceMs: number;
 
@@ -105,7 +108,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     if (deadline.queueDwellMs !== undefined) span.setAttribute(ATTR_DEADLINE_QUEUE_DWELL_MS, deadline.queueDwellMs);
 
     const parentSpan = trace.getSpan(parentContext) as unknown as { ended?: boolean } | undefined;
-    const parentDeadline = parentSpan === undefined ? undefined : this.deadlines.get(parentSpan);
+    const parentDeadline = parentSpan === undefined ? undefined : this.states.get(parentSpan)?.deadline;
     const later = parentDeadline !== undefined && isLaterThan(deadline, parentDeadline);
     const expiredOrCancelled = remaining <= 0 || deadline.aborted;
     let startViolations = NO_VIOLATIONS;
@@ -116,18 +119,17 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
       startViolations = found;
     }
 
-    this.deadlines.set(span, deadline);
     // Only in-process SDK spans can be compared; a remote parent has no `ended`. A
     // consumer runs after its producer span ended by design: that is not lateness.
     const localParent = parentDeadline !== undefined && span.kind !== SpanKind.CONSUMER ? parentSpan : undefined;
-    this.states.set(span, { deadline, parentSpan: localParent, startViolations });
+    this.states.set(span, { deadline, parentSpan: localParent, startViolations, finished: false });
     this.instruments().remaining.record(remaining, KIND_ATTRIBUTES[span.kind] ?? KIND_ATTRIBUTES[SpanKind.INTERNAL]);
   }
 
   onEnding(span: ProcessedSpan): void {
     const state = this.states.get(span);
-    if (state === undefined) return;
-    this.states.delete(span);
+    if (state === undefined || state.finished) return;
+    state.finished = true;
     const { deadline } = state;
     const attributes = span.attributes;
     const preset = attributes[ATTR_DEADLINE_OUTCOME] as DeadlineOutcome | undefined;
@@ -147,6 +149,8 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     if (typeof abortCode === 'string') this.instruments().aborts.add(1, { [ATTR_DEADLINE_ABORT_CODE]: abortCode });
 
     const violations = this.violationsAtEnd(state, outcome);
+    // Kept only for the comparison just made: do not hold the parent span alive.
+    state.parentSpan = undefined;
     if (violations.length > 0) {
       span.setAttribute(ATTR_DEADLINE_LATE, true);
       span.setAttribute(ATTR_DEADLINE_VIOLATION, violations.join(','));
@@ -156,10 +160,10 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   }
 
   onEnd(span: object): void {
-    // Only reached with state left when the SDK has no onEnding: count what we can.
+    // Only reached unfinished when the SDK has no onEnding: count what we can.
     const state = this.states.get(span);
-    if (state === undefined) return;
-    this.states.delete(span);
+    if (state === undefined || state.finished) return;
+    state.finished = true;
     const counter = this.instruments().violations;
     for (const violation of state.startViolations) counter.add(1, { [ATTR_DEADLINE_VIOLATION]: violation });
   }
