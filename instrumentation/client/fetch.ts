@@ -65,15 +65,14 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
       // Set here, in the caller's context; the undici channel only removes duplicates.
       const headers = fetchHeadersWithDeadline(() => new Headers((init?.headers ?? request?.headers) as ConstructorParameters<typeof Headers>[0]), ctx);
       let options: Record<string, unknown> | undefined = headers === undefined ? init : { ...init, headers };
-      if (call.observe) {
-        call.arm(() => {});
-      } else {
-        const controller = new AbortController();
-        call.arm((reason) => controller.abort(reason));
-        options = { ...options, signal: controller.signal };
-      }
+      const controller = call.observe ? undefined : new AbortController();
+      if (controller !== undefined) options = { ...options, signal: controller.signal };
       const operation = `${transport} ${method}`;
-      return context.with(decision.context, () => original.call(this, input, options)).then(
+      const pending = context.with(decision.context, () => original.call(this, input, options));
+      // Armed once fetch has returned: Node 20's fetch asserts (and the process dies) if its signal
+      // aborts while fetch() is still setting up, and undici's request channel runs in there.
+      call.arm(controller === undefined ? () => {} : (reason) => controller.abort(reason));
+      return pending.then(
         async (response) => {
           if (!call.observe && isRejectValue(response.headers.get(HEADER_DEADLINE_EXPIRED))) {
             call.markRejectedByServer();
