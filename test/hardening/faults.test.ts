@@ -11,9 +11,13 @@
  *   /slow   answers after 50 ms, headers first, then the body (/slow-body) or all at once.
  * The last test closes everything and checks that no socket, timer or listener is left.
  */
+import { execFile } from 'node:child_process';
 import { getEventListeners } from 'node:events';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
@@ -337,6 +341,52 @@ describe('a blocked event loop: a queued request whose socket frees up after its
   it('undici Pool: is not sent, although its abort timer has not run yet', () =>
     queuedBehindBlockedBody(new undici.Pool(server.url, { connections: 1 })),
   );
+});
+
+/**
+ * Node 20's fetch publishes undici's `undici:request:create` inside the
+ * fetch() call, before it has set up the controller its abort listener
+ * asserts on: a signal that aborts in there killed the process with an
+ * AssertionError from node:internal/deps/undici. A subscriber reading the
+ * deadline's `aborted` past the cutoff, as the span processor does when
+ * instrumentation-undici starts the client span there, aborts the deadline
+ * synchronously; bench/load.bench.mjs crashed that way. The instrumentation
+ * now arms the call once fetch() has returned. Run in a child process against
+ * the built package (npm test builds first), since the failure is a dead process.
+ */
+describe('a deadline that aborts while fetch() is still setting up', () => {
+  it('rejects the fetch with DeadlineExceededError, and the process lives on', async () => {
+    const root = fileURLToPath(new URL('../../', import.meta.url));
+    const tmp = fileURLToPath(new URL('../.tmp/', import.meta.url));
+    mkdirSync(tmp, { recursive: true });
+    const file = `${tmp}fetch-setup-abort.mjs`;
+    writeFileSync(
+      file,
+      `import diagnosticsChannel from 'node:diagnostics_channel';
+       import { createServer } from 'node:http';
+       import { context } from '@opentelemetry/api';
+       import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+       import { registerInstrumentations } from '@opentelemetry/instrumentation';
+       import { DeadlineInstrumentation, openDeadline, setDeadline } from 'otel-deadline';
+       context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+       registerInstrumentations({ instrumentations: [new DeadlineInstrumentation()] });
+       const server = createServer((_req, res) => res.end('ok'));
+       await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+       const deadline = openDeadline({ operation: 'setup', timeoutMs: 200, parent: null });
+       diagnosticsChannel.subscribe('undici:request:create', () => {
+         while (deadline.remainingMs() > 0);
+         void deadline.aborted;
+       });
+       const outcome = await context
+         .with(setDeadline(context.active(), deadline), () => fetch('http://127.0.0.1:' + server.address().port + '/'))
+         .then(() => 'resolved', (err) => err.name);
+       console.log(outcome);
+       server.close();`,
+    );
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [file], { cwd: root, timeout: 20_000 });
+    expect(stderr).toBe('');
+    expect(stdout.trim()).toBe('DeadlineExceededError');
+  });
 });
 
 describe('after the faults', () => {
