@@ -1,0 +1,74 @@
+// What a process holds: active handles, pending timers (deadline timers are
+// unref'd, so process.getActiveResourcesInfo() does not list them; they are
+// counted by wrapping the timer globals, which the build calls at run time),
+// and the heap after gc. Needs node --expose-gc.
+
+const liveTimers = new Set();
+
+/** Wraps setTimeout / clearTimeout so that every pending timer, ref'd or not, is counted. Call first. */
+export function trackTimers() {
+  const realSetTimeout = globalThis.setTimeout;
+  const realClearTimeout = globalThis.clearTimeout;
+  globalThis.setTimeout = function setTimeout(fn, ms, ...args) {
+    const handle = realSetTimeout(
+      (...a) => {
+        liveTimers.delete(handle);
+        fn(...a);
+      },
+      ms,
+      ...args,
+    );
+    liveTimers.add(handle);
+    return handle;
+  };
+  globalThis.clearTimeout = function clearTimeout(handle) {
+    liveTimers.delete(handle);
+    realClearTimeout(handle);
+  };
+}
+
+/**
+ * Handles (sockets, servers, pipes, ref'd timers) by type. Requests in flight
+ * (a CloseReq while a pipe closes, a WriteWrap) are left out: they are
+ * operations that finish on their own, not something held.
+ */
+export function activeResources() {
+  const counts = {};
+  for (const name of process.getActiveResourcesInfo()) {
+    if (/Req|WriteWrap|ShutdownWrap/.test(name)) continue;
+    counts[name] = (counts[name] ?? 0) + 1;
+  }
+  return counts;
+}
+
+function sameCounts(a, b) {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  return [...keys].every((key) => (a[key] ?? 0) === (b[key] ?? 0));
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Waits, bounded, until the active resources equal `target` (sockets close a
+ * moment after their peer's), calling `nudge` on every round: a server closes
+ * its idle connections there, since a connection still replying on the first
+ * round only becomes idle later.
+ */
+export async function settleResources(target, nudge = () => {}, maxMs = 10_000) {
+  const until = performance.now() + maxMs;
+  for (;;) {
+    nudge();
+    if (sameCounts(activeResources(), target) || performance.now() > until) return activeResources();
+    await sleep(20);
+  }
+}
+
+/** Handles, pending timers and heap after a full gc. */
+export async function snapshot() {
+  // Let pending close callbacks and finalizers run before collecting.
+  await sleep(50);
+  for (let i = 0; i < 4; i++) globalThis.gc();
+  return { heapBytes: process.memoryUsage().heapUsed, resources: activeResources(), timers: liveTimers.size };
+}
+
+export { sameCounts };
