@@ -6,10 +6,11 @@ export function watchTimers(): { live(): number; restore(): void } {
   const realSet = globalThis.setTimeout;
   const realClear = globalThis.clearTimeout;
   const live = new Set<unknown>();
-  globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+  // Extra arguments pass through: undici, for one, hands its timer callbacks their state that way.
+  globalThis.setTimeout = ((fn: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => {
     const handle = realSet(() => {
       live.delete(handle);
-      fn();
+      fn(...args);
     }, ms);
     live.add(handle);
     return handle;
