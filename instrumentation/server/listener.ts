@@ -49,10 +49,14 @@ function serverSpan(ctx: Context): Span | undefined {
  * this request's headers: ours is authoritative at the trust edge.
  */
 function withoutDeadline(ctx: Context): Context {
-  if (getDeadline(ctx) === undefined) return ctx;
   const bag = propagation.getBaggage(ctx);
+  // The baggage entry counts on its own: the W3C codec decodes values (such as
+  // percent-encoded digits) that our propagator refuses, and the entry would
+  // otherwise be passed on to the next hop as if this edge had accepted it.
+  const entry = bag?.getEntry(BAGGAGE_DEADLINE_KEY);
+  if (getDeadline(ctx) === undefined && entry === undefined) return ctx;
   const stripped = ctx.deleteValue(DEADLINE_KEY);
-  return bag === undefined ? stripped : propagation.setBaggage(stripped, bag.removeEntry(BAGGAGE_DEADLINE_KEY));
+  return bag === undefined || entry === undefined ? stripped : propagation.setBaggage(stripped, bag.removeEntry(BAGGAGE_DEADLINE_KEY));
 }
 
 /** The deadline instrumentation-http's global propagator extracted from this very request, if any. */
@@ -72,7 +76,10 @@ function withDeadline(ctx: Context, deadline: DeadlineNode): Context {
 function admit(host: ServerHost, request: IncomingMessage, response: ServerResponse, ctx: Context): Admitted {
   const { settings } = host;
   const budget = incomingBudget(settings, host.serverPropagator, request, extractedHere(ctx));
-  if (budget === undefined) return getDeadline(ctx) === undefined ? undefined : withoutDeadline(ctx);
+  if (budget === undefined) {
+    const cleaned = withoutDeadline(ctx);
+    return cleaned === ctx ? undefined : cleaned;
+  }
 
   const span = serverSpan(ctx);
   const observe = settings.mode === 'observe';
