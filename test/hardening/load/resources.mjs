@@ -65,9 +65,14 @@ export async function settleResources(target, nudge = () => {}, maxMs = 10_000) 
 
 /** Handles, pending timers and heap after a full gc. */
 export async function snapshot() {
-  // Let pending close callbacks and finalizers run before collecting.
+  // Let pending close callbacks run, then collect in rounds with a turn of the loop in between:
+  // FinalizationRegistry callbacks (Node's fetch registers one per request) only run after a gc.
   await sleep(50);
-  for (let i = 0; i < 4; i++) globalThis.gc();
+  for (let i = 0; i < 4; i++) {
+    globalThis.gc();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  globalThis.gc();
   return { heapBytes: process.memoryUsage().heapUsed, resources: activeResources(), timers: liveTimers.size };
 }
 
