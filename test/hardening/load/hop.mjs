@@ -12,7 +12,7 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as hold } from 'node:timers/promises';
 import { getDeadline, isDeadlineError, withDeadline } from '../../../dist/esm/index.mjs';
-import { activeResources, settleResources, snapshot, trackTimers } from './resources.mjs';
+import { activeResources, sameCounts, settleResources, snapshot, trackTimers } from './resources.mjs';
 import { startTelemetry } from './telemetry.mjs';
 import { sends, watchSends } from './wire-probe.mjs';
 
@@ -125,8 +125,8 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 async function settle() {
   const until = performance.now() + 15_000;
   while ((state.inFlight > 0 || counter.count('server') < state.arrivals) && performance.now() < until) await sleep(20);
-  await settleResources(startup, () => server.closeAllConnections());
-  return { type: 'settled', snapshot: await snapshot(), lateness: lateness() };
+  const resources = await settleResources(startup, () => server.closeAllConnections());
+  return { type: 'settled', atBaseline: sameCounts(resources, startup), snapshot: await snapshot(), lateness: lateness() };
 }
 
 /** Late arrivals and late sends so far; zeroed after warm-up, so that the figures cover the measured run. */
