@@ -13,6 +13,26 @@ interface ResponseMessage extends RequestMessage {
   response?: { headers?: unknown[] };
 }
 
+interface UndiciRequest {
+  onConnect?: (this: unknown, ...args: unknown[]) => unknown;
+}
+
+/**
+ * undici calls a request's `onConnect` right before writing it. A request that
+ * waited for a busy connection can get there after its cutoff while a blocked
+ * event loop kept the abort timer from running: reading the deadline's clock
+ * here aborts the deadline at once, the call aborts the request, and undici's
+ * handler then refuses to write it.
+ */
+function checkClockBeforeWrite(request: UndiciRequest, call: OutgoingCall): void {
+  const onConnect = request.onConnect;
+  if (typeof onConnect !== 'function') return;
+  request.onConnect = function (this: unknown, ...args: unknown[]) {
+    void call.deadline.aborted;
+    return onConnect.apply(this, args);
+  };
+}
+
 /**
  * Subscribes to the undici diagnostics channels. Node's bundled undici (global
  * fetch) and undici from npm are separate copies, but both publish on these
@@ -37,6 +57,7 @@ export function subscribeUndiciChannels(): () => void {
     if (marker !== undefined && !marker.settled) {
       calls.set(request, marker);
       marker.requestOpened();
+      if (!marker.observe) checkClockBeforeWrite(request as UndiciRequest, marker);
     }
   };
   const onSendHeaders = (message: unknown) => {

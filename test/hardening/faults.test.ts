@@ -334,7 +334,7 @@ describe('a blocked event loop: a queued request whose socket frees up after its
     }
   }
 
-  it.fails('undici Client: is not sent, although its abort timer has not run yet', () =>
+  it('undici Client: is not sent, although its abort timer has not run yet', () =>
     queuedBehindBlockedBody(new undici.Client(server.url)),
   );
 
