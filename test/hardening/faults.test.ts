@@ -283,10 +283,9 @@ function blockPastCutoff(deadline: Deadline, ms: number): void {
  * - node:http, fixed: it reads the deadline's clock when the socket is assigned or connects;
  * - undici (and fetch, which runs the same code in Node's bundled copy) writes
  *   a request queued on a Client as soon as the previous one completes (after
- *   a setImmediate, which still runs before timers). Expected to fail until
- *   the instrumentation checks the clock in the request's onConnect, which
- *   undici calls right before writing it (turn `it.fails` into `it` then);
- *   the proposed change is in docs/hardening-load.md. A request queued in a
+ *   a setImmediate, which still runs before timers), fixed: the instrumentation
+ *   reads the deadline's clock in the request's onConnect, which undici calls
+ *   right before writing it. A request queued in a
  *   Pool is dispatched later, after the timer, and is not written.
  */
 describe('a blocked event loop: a queued request whose socket frees up after its cutoff', () => {
