@@ -108,7 +108,9 @@ async function start(config) {
       state.latestMs = Math.max(state.latestMs, lateByMs);
     }
   });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  // Node's default accept backlog (511) overflows under 2,000 simultaneous connects: the kernel drops
+  // the handshakes and the clients retry seconds later, long after the requests' cutoffs.
+  await new Promise((resolve) => server.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, resolve));
   startup = activeResources();
   return { type: 'ready', url: `http://127.0.0.1:${server.address().port}` };
 }
