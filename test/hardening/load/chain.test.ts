@@ -22,6 +22,8 @@ interface Lateness {
   latestMs: number;
 }
 interface Leak {
+  resourcesBefore: Record<string, number>;
+  resourcesAfter: Record<string, number>;
   heapBeforeBytes: number;
   heapMiddleBytes: number;
   heapAfterBytes: number;
@@ -114,6 +116,8 @@ describe(`${REQUESTS.toLocaleString('en-US')} requests, 500 at a time, through a
 
   it('leaves handles, timers and heap at their baseline in every process, which then exits on its own', () => {
     for (const [name, leak] of Object.entries(result.checks.leaks)) {
+      // Named in the assertion, so that a failure says which process kept what.
+      expect([name, leak.resourcesAfter]).toEqual([name, leak.resourcesBefore]);
       expect([name, leak.resourcesBack]).toEqual([name, true]);
       expect([name, leak.timersAfter]).toEqual([name, leak.timersBefore]);
       // Leaking one deadline per request would add ~6 MiB over the second half's 2,500 requests.
