@@ -53,6 +53,7 @@ const parts = [
   read('docs/agent.md'),
   lineageRest.map((section) => section.lines.join('\n')).join('\n'),
   without(demote(read('docs/hardening.md')), 3, ['Benchmarks']),
+  demote(read('docs/hardening-load.md')),
   read('docs/outro.md'),
 ];
 const readme =
