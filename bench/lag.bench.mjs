@@ -8,6 +8,7 @@
 import { loadavg } from 'node:os';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { openDeadline } from '../dist/esm/index.mjs';
+import { trackTimers } from '../test/hardening/load/resources.mjs';
 
 if (typeof globalThis.gc !== 'function') {
   console.error('run with node --expose-gc (npm run bench:lag does)');
@@ -23,25 +24,10 @@ const TARGET_P99_MS = 5;
 
 // Deadline timers are unref'd, so process.getActiveResourcesInfo() does not list
 // them: count them by wrapping the globals the build calls at run time.
-const liveTimers = new Set();
+// The real functions stay in reach for the bench's own guard timer, which must not be counted.
 const realSetTimeout = globalThis.setTimeout;
 const realClearTimeout = globalThis.clearTimeout;
-globalThis.setTimeout = (fn, ms, ...args) => {
-  const handle = realSetTimeout(
-    (...a) => {
-      liveTimers.delete(handle);
-      fn(...a);
-    },
-    ms,
-    ...args,
-  );
-  liveTimers.add(handle);
-  return handle;
-};
-globalThis.clearTimeout = (handle) => {
-  liveTimers.delete(handle);
-  realClearTimeout(handle);
-};
+const pendingTimers = trackTimers();
 
 // GC pauses stall every timer alike; they are recorded so a high p99 can be told apart from the package's own cost.
 const gcPauses = [];
@@ -94,7 +80,7 @@ async function measure(count, open) {
   // In a server, live deadlines have long since been promoted to the old generation. Here they
   // were all made a moment ago: promote them now, or the first scavenge while firing copies them all.
   globalThis.gc();
-  const timersArmed = liveTimers.size;
+  const timersArmed = pendingTimers();
   const firingFrom = setupStart + FIRST_CUTOFF_MS;
   // Bounded: give up (and report it) well after the last cutoff.
   let guard;
@@ -202,7 +188,7 @@ for (let round = 0; round < ROUNDS; round++) {
 }
 const heapAfter = settledHeap();
 const resourcesAfter = activeResources();
-const timersAfter = liveTimers.size;
+const timersAfter = pendingTimers();
 const rows = scenarios.map((scenario, k) => {
   const { all, roundP99s, ...rest } = results[k];
   all.sort();

@@ -5,7 +5,10 @@
 
 const liveTimers = new Set();
 
-/** Wraps setTimeout / clearTimeout so that every pending timer, ref'd or not, is counted. Call first. */
+/**
+ * Wraps setTimeout / clearTimeout so that every pending timer, ref'd or not, is
+ * counted. Call first. Returns a function that reads the current count.
+ */
 export function trackTimers() {
   const realSetTimeout = globalThis.setTimeout;
   const realClearTimeout = globalThis.clearTimeout;
@@ -25,6 +28,7 @@ export function trackTimers() {
     liveTimers.delete(handle);
     realClearTimeout(handle);
   };
+  return () => liveTimers.size;
 }
 
 /**
