@@ -16,9 +16,10 @@ import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './names';
 import { patchServerPrototype } from './server/patch';
 import type { ServerHost } from './server/listener';
 import type { DeadlineInstrumentationConfig } from './types';
-import { wrapMethod, type MethodPatch } from './wrap';
+import { unwrappedBy, wrapMethod, type MethodPatch } from './wrap';
 
 type Exports = Record<string, unknown>;
+type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
 const UNDICI_APIS = ['request', 'stream', 'pipeline'] as const;
 
@@ -165,11 +166,22 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     // import-in-the-middle hands us the ESM namespace; its `default` is the CommonJS exports.
     const isNamespace = (moduleExports as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag] === 'Module';
     const targets = isNamespace && typeof moduleExports.default === 'object' ? [moduleExports, moduleExports.default as Exports] : [moduleExports];
+    const cjsExports = targets[targets.length - 1];
+    const dispatcher = (cjsExports.Dispatcher as { prototype?: Exports } | undefined)?.prototype;
+    const getGlobalDispatcher = cjsExports.getGlobalDispatcher;
     for (const target of targets) {
-      for (const api of UNDICI_APIS) add(wrapMethod(target, api, this, isActive, makeUndiciWrapper(host, api, true)));
+      for (const api of UNDICI_APIS) {
+        // Taken before the Dispatcher methods are wrapped below: the API itself, as undici's top-level functions call it.
+        const method = dispatcher?.[api];
+        const apiFn = typeof method === 'function' ? unwrappedBy(method as AnyFunction, this) : undefined;
+        const direct =
+          apiFn !== undefined && typeof getGlobalDispatcher === 'function'
+            ? { apiFn, getGlobalDispatcher: getGlobalDispatcher as () => unknown }
+            : undefined;
+        add(wrapMethod(target, api, this, isActive, makeUndiciWrapper(host, api, true, direct)));
+      }
       add(wrapMethod(target, 'fetch', this, isActive, makeFetchWrapper(host, 'undici') as never));
     }
-    const dispatcher = (targets[targets.length - 1].Dispatcher as { prototype?: Exports } | undefined)?.prototype;
     if (dispatcher !== undefined) {
       for (const api of UNDICI_APIS) add(wrapMethod(dispatcher, api, this, isActive, makeUndiciWrapper(host, api, false)));
     }

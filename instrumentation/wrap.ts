@@ -10,6 +10,7 @@
  */
 
 const WRAPPED_BY = Symbol.for('otel-deadline.wrapped-by');
+const ORIGINAL = Symbol('otel-deadline.original');
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
@@ -27,6 +28,17 @@ export function isWrappedBy(fn: unknown, owner: object): boolean {
     current = marked.__original;
   }
   return false;
+}
+
+/**
+ * `fn` as it was before `owner` wrapped it: `fn` itself when `owner` has no
+ * wrapper in its chain, the original when `fn` is `owner`'s wrapper, and
+ * undefined when someone else wrapped on top of `owner`'s wrapper.
+ */
+export function unwrappedBy(fn: AnyFunction, owner: object): AnyFunction | undefined {
+  const marked = fn as AnyFunction & { [WRAPPED_BY]?: object; [ORIGINAL]?: AnyFunction };
+  if (marked[WRAPPED_BY] === owner) return marked[ORIGINAL];
+  return isWrappedBy(fn, owner) ? undefined : fn;
 }
 
 /**
@@ -48,6 +60,7 @@ export function wrapMethod(
     return isActive() ? active.apply(this, args) : (original as AnyFunction).apply(this, args);
   };
   Object.defineProperty(wrapper, WRAPPED_BY, { value: owner });
+  Object.defineProperty(wrapper, ORIGINAL, { value: original });
   Object.defineProperty(wrapper, 'name', { value: (original as AnyFunction).name });
   Object.defineProperty(wrapper, 'length', { value: (original as AnyFunction).length });
   setProperty(target, name, wrapper);

@@ -3,7 +3,8 @@ import { context } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { getDeadline } from '../../src/context';
 import { CALL_KEY, IGNORED_CALL, type OutgoingCall } from './call';
-import { settleUndiciRequestHeaders } from './headers';
+import { isDeadlineHeaderName, settleUndiciRequestHeaders } from './headers';
+import { RequestClassPatcher } from './request-class';
 import { isRejectReplyRaw } from './reply';
 
 interface RequestMessage {
@@ -11,26 +12,6 @@ interface RequestMessage {
 }
 interface ResponseMessage extends RequestMessage {
   response?: { headers?: unknown[] };
-}
-
-interface UndiciRequest {
-  onConnect?: (this: unknown, ...args: unknown[]) => unknown;
-}
-
-/**
- * undici calls a request's `onConnect` right before writing it. A request that
- * waited for a busy connection can get there after its cutoff while a blocked
- * event loop kept the abort timer from running: reading the deadline's clock
- * here aborts the deadline at once, the call aborts the request, and undici's
- * handler then refuses to write it.
- */
-function checkClockBeforeWrite(request: UndiciRequest, call: OutgoingCall): void {
-  const onConnect = request.onConnect;
-  if (typeof onConnect !== 'function') return;
-  request.onConnect = function (this: unknown, ...args: unknown[]) {
-    void call.deadline.aborted;
-    return onConnect.apply(this, args);
-  };
 }
 
 /**
@@ -46,18 +27,32 @@ function checkClockBeforeWrite(request: UndiciRequest, call: OutgoingCall): void
  */
 export function subscribeUndiciChannels(): () => void {
   const calls = new WeakMap<object, OutgoingCall>();
+  /** Requests whose deadline headers are final. */
+  const settled = new WeakSet<object>();
+  const requestClasses = new RequestClassPatcher({
+    dropHeader: (request, name) => settled.has(request) && isDeadlineHeaderName(name),
+    // undici calls a request's `onConnect` right before writing it. A request
+    // that waited for a busy connection can get there after its cutoff while
+    // a blocked event loop kept the abort timer from running: reading the
+    // deadline's clock here aborts the deadline at once, the call aborts the
+    // request, and undici then refuses to write it.
+    beforeWrite: (request) => {
+      const call = calls.get(request);
+      if (call !== undefined && !call.observe) void call.deadline.aborted;
+    },
+  });
 
   const onCreate = (message: unknown) => {
     const { request } = message as RequestMessage;
     const ctx = context.active();
     const marker = ctx.getValue(CALL_KEY) as OutgoingCall | typeof IGNORED_CALL | undefined;
     if (marker === IGNORED_CALL) return;
-    const fromContext = isTracingSuppressed(ctx) || getDeadline(ctx) === undefined ? undefined : ctx;
-    settleUndiciRequestHeaders(request as Parameters<typeof settleUndiciRequestHeaders>[0], fromContext);
+    requestClasses.patchClassOf(request);
+    const contextFor = () => (isTracingSuppressed(ctx) || getDeadline(ctx) === undefined ? undefined : ctx);
+    if (settleUndiciRequestHeaders(request, contextFor)) settled.add(request);
     if (marker !== undefined && !marker.settled) {
       calls.set(request, marker);
       marker.requestOpened();
-      if (!marker.observe) checkClockBeforeWrite(request as UndiciRequest, marker);
     }
   };
   const onSendHeaders = (message: unknown) => {
@@ -87,5 +82,6 @@ export function subscribeUndiciChannels(): () => void {
   for (const [name, handler] of subscriptions) diagnosticsChannel.subscribe(name, handler);
   return () => {
     for (const [name, handler] of subscriptions) diagnosticsChannel.unsubscribe(name, handler);
+    requestClasses.restore();
   };
 }

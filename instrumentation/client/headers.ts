@@ -133,7 +133,23 @@ export function fetchHeadersWithDeadline<H extends HeadersLike>(make: () => H, c
   return headers;
 }
 
-type UndiciRequestLike = { headers?: unknown; addHeader?: (name: string, value: unknown) => unknown };
+type UndiciRequestLike = { headers?: unknown };
+
+/** Lengths of the deadline header names: most header names are skipped without lower-casing them. */
+const NAME_LENGTHS = new Set([HEADER_REMAINING_MS.length, HEADER_AT_MS.length, HEADER_BAGGAGE.length]);
+
+/** Lower-cased `name` if it can be one of the deadline header names (a string or a Buffer), else ''. */
+function deadlineNameOf(name: unknown): string {
+  const length = (name as { length?: unknown } | null | undefined)?.length;
+  if (typeof length !== 'number' || !NAME_LENGTHS.has(length)) return '';
+  const lower = String(name).toLowerCase();
+  return DEADLINE_HEADER_NAMES.has(lower) ? lower : '';
+}
+
+/** True when `name` (any case) is one of the headers the deadline writes. */
+export function isDeadlineHeaderName(name: unknown): boolean {
+  return typeof name === 'string' && deadlineNameOf(name) !== '';
+}
 
 /**
  * Keeps the first value of each deadline header in a flat list, merging
@@ -141,9 +157,18 @@ type UndiciRequestLike = { headers?: unknown; addHeader?: (name: string, value: 
  * list carried deadline headers at all.
  */
 function keepFirstDeadlineHeaders(list: unknown[]): boolean {
-  let present = false;
-  for (let i = 0; i < list.length && !present; i += 2) present = String(list[i]).toLowerCase() === HEADER_REMAINING_MS;
-  if (!present) return false;
+  let remaining = 0;
+  let atMs = 0;
+  let baggageLines = 0;
+  for (let i = 0; i < list.length; i += 2) {
+    const lower = deadlineNameOf(list[i]);
+    if (lower === HEADER_REMAINING_MS) remaining++;
+    else if (lower === HEADER_AT_MS) atMs++;
+    else if (lower === HEADER_BAGGAGE) baggageLines++;
+  }
+  if (remaining === 0) return false;
+  // The usual case: each header once, nothing to rewrite.
+  if (remaining === 1 && atMs <= 1 && baggageLines <= 1) return true;
   const seen = new Set<string>();
   const baggage: string[] = [];
   let baggageAt = -1;
@@ -188,22 +213,14 @@ function firstEntryPerKey(values: readonly string[]): string {
  * headers in the call's options, computed in the caller's context: those are
  * kept and duplicates appended by an instrumentation that ran earlier in the
  * channel are dropped. A request made some other way (dispatch, connect, a
- * fetch reference taken before we were enabled) gets them from `ctx` here.
- * Either way nothing that runs later in the channel can add them again:
- * undici's addHeader appends, it never replaces.
+ * fetch reference taken before we were enabled) gets them from `contextFor()`
+ * here, if it returns one. Returns true when the request carries the deadline
+ * headers: the caller then keeps later subscribers from adding them again
+ * (undici's addHeader appends, it never replaces).
  */
-export function settleUndiciRequestHeaders(request: UndiciRequestLike, ctx: Context | undefined): void {
-  if (!Array.isArray(request.headers)) return;
-  const present = keepFirstDeadlineHeaders(request.headers);
-  if (!present && (ctx === undefined || !setDeadlineHeadersInList(request.headers, ctx))) return;
-  const addHeader = request.addHeader;
-  if (typeof addHeader !== 'function') return;
-  Object.defineProperty(request, 'addHeader', {
-    configurable: true,
-    writable: true,
-    value(this: UndiciRequestLike, name: string, value: unknown) {
-      if (typeof name === 'string' && DEADLINE_HEADER_NAMES.has(name.toLowerCase())) return this;
-      return addHeader.call(this, name, value);
-    },
-  });
+export function settleUndiciRequestHeaders(request: UndiciRequestLike, contextFor: () => Context | undefined): boolean {
+  if (!Array.isArray(request.headers)) return false;
+  if (keepFirstDeadlineHeaders(request.headers)) return true;
+  const ctx = contextFor();
+  return ctx !== undefined && setDeadlineHeadersInList(request.headers, ctx);
 }

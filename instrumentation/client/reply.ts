@@ -30,7 +30,10 @@ export async function readSmallBody(body: AsyncIterable<Uint8Array | string> | n
 export function isRejectReplyRaw(raw: readonly unknown[] | undefined): boolean {
   if (!Array.isArray(raw)) return false;
   for (let i = 0; i + 1 < raw.length; i += 2) {
-    if (String(raw[i]).toLowerCase() === HEADER_DEADLINE_EXPIRED) return String(raw[i + 1]).trim() === '1';
+    const name = raw[i] as { length?: unknown } | null | undefined;
+    // Names are Buffers here: compare lengths before making strings of them.
+    if (name?.length !== HEADER_DEADLINE_EXPIRED.length) continue;
+    if (String(name).toLowerCase() === HEADER_DEADLINE_EXPIRED) return String(raw[i + 1]).trim() === '1';
   }
   return false;
 }

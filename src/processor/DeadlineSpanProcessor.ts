@@ -97,25 +97,24 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const deadline = getDeadline(parentContext);
     if (deadline === undefined) return;
     const remaining = deadline.remainingMs();
-    span.setAttributes({
-      [ATTR_DEADLINE_AT_MS]: Math.floor(deadline.expiresAtMs),
-      [ATTR_DEADLINE_REMAINING_MS]: Math.floor(remaining),
-      [ATTR_DEADLINE_BUDGET_MS]: Math.round(deadline.budgetMs),
-      [ATTR_DEADLINE_SOURCE]: deadline.source,
-      [ATTR_DEADLINE_OPERATION]: deadline.operation,
-    });
+    // One setAttribute each: this runs for every span, and setAttributes
+    // would iterate an object literal built just for the call.
+    span.setAttribute(ATTR_DEADLINE_AT_MS, Math.floor(deadline.expiresAtMs));
+    span.setAttribute(ATTR_DEADLINE_REMAINING_MS, Math.floor(remaining));
+    span.setAttribute(ATTR_DEADLINE_BUDGET_MS, Math.round(deadline.budgetMs));
+    span.setAttribute(ATTR_DEADLINE_SOURCE, deadline.source);
+    span.setAttribute(ATTR_DEADLINE_OPERATION, deadline.operation);
     if (deadline.wireSkewMs !== undefined) span.setAttribute(ATTR_DEADLINE_WIRE_SKEW_MS, deadline.wireSkewMs);
     if (deadline.queueDwellMs !== undefined) span.setAttribute(ATTR_DEADLINE_QUEUE_DWELL_MS, deadline.queueDwellMs);
 
     const parentSpan = trace.getSpan(parentContext) as unknown as { ended?: boolean } | undefined;
     const parentDeadline = parentSpan === undefined ? undefined : this.states.get(parentSpan)?.deadline;
-    const later = parentDeadline !== undefined && isLaterThan(deadline, parentDeadline);
-    const expiredOrCancelled = remaining <= 0 || deadline.aborted;
+    const later = parentDeadline !== undefined && parentDeadline !== deadline && isLaterThan(deadline, parentDeadline);
     let startViolations = NO_VIOLATIONS;
-    if (later || expiredOrCancelled) {
+    if (later || remaining <= 0 || deadline.aborted) {
       const found: DeadlineViolation[] = later ? ['later_than_parent'] : [];
       if (remaining <= 0) found.push('started_after_expiry');
-      else if (expiredOrCancelled) found.push('started_after_cancel');
+      else if (deadline.aborted) found.push('started_after_cancel');
       startViolations = found;
     }
 
@@ -134,12 +133,12 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const attributes = span.attributes;
     const preset = attributes[ATTR_DEADLINE_OUTCOME] as DeadlineOutcome | undefined;
     const outcome = preset ?? outcomeOf(deadline);
-    const remainingAtEnd = deadline.remainingMs();
-    span.setAttributes({
-      [ATTR_DEADLINE_REMAINING_AT_END_MS]: Math.floor(remainingAtEnd),
-      [ATTR_DEADLINE_EXCEEDED]: remainingAtEnd <= 0,
-      [ATTR_DEADLINE_OUTCOME]: outcome,
-    });
+    // Signed: negative once the cutoff has passed.
+    const left = remainingSigned(deadline);
+    const remainingAtEnd = deadline instanceof DeadlineNode ? Math.max(0, left) : deadline.remainingMs();
+    span.setAttribute(ATTR_DEADLINE_REMAINING_AT_END_MS, Math.floor(remainingAtEnd));
+    span.setAttribute(ATTR_DEADLINE_EXCEEDED, remainingAtEnd <= 0);
+    if (preset === undefined) span.setAttribute(ATTR_DEADLINE_OUTCOME, outcome);
 
     if (deadline.aborted && attributes[ATTR_DEADLINE_ABORT_CODE] === undefined) {
       span.setAttribute(ATTR_DEADLINE_ABORT_CODE, abortCodeOf(deadline.abortReason));
@@ -148,7 +147,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const abortCode = span.attributes[ATTR_DEADLINE_ABORT_CODE];
     if (typeof abortCode === 'string') this.instruments().aborts.add(1, { [ATTR_DEADLINE_ABORT_CODE]: abortCode });
 
-    const violations = this.violationsAtEnd(state, outcome);
+    const violations = this.violationsAtEnd(state, outcome, -left);
     // Kept only for the comparison just made: do not hold the parent span alive.
     state.parentSpan = undefined;
     if (violations.length > 0) {
@@ -176,13 +175,16 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     return Promise.resolve();
   }
 
-  private violationsAtEnd(state: SpanState, outcome: DeadlineOutcome): DeadlineViolation[] {
+  private violationsAtEnd(state: SpanState, outcome: DeadlineOutcome, overrunMs: number): readonly DeadlineViolation[] {
     // Work that was refused never ran, so it cannot have run late.
     const ran = outcome !== 'not_started';
+    const endedAfterParent = ran && state.parentSpan?.ended === true;
+    const endedAfterDeadline = ran && overrunMs > this.lateGraceMs;
+    // The usual case: nothing to report, nothing to allocate.
+    if (state.startViolations.length === 0 && !endedAfterParent && !endedAfterDeadline) return NO_VIOLATIONS;
     const violations = state.startViolations.filter((v) => ran || v === 'later_than_parent');
-    if (ran && state.parentSpan?.ended === true) violations.push('ended_after_parent');
-    const overrun = -remainingSigned(state.deadline);
-    if (ran && overrun > this.lateGraceMs) violations.push('ended_after_deadline');
+    if (endedAfterParent) violations.push('ended_after_parent');
+    if (endedAfterDeadline) violations.push('ended_after_deadline');
     return violations;
   }
 }

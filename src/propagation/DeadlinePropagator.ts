@@ -6,7 +6,7 @@ import {
   type TextMapSetter,
 } from '@opentelemetry/api';
 import { isTracingSuppressed, W3CBaggagePropagator } from '@opentelemetry/core';
-import { getDeadline, setDeadline } from '../context';
+import { getDeadline, isDeadlineOnlyBaggage, setDeadline } from '../context';
 import { DeadlineNode } from '../deadline';
 import { checkDuration, minCutoff, monotonicNow } from '../time';
 import {
@@ -91,7 +91,7 @@ export class DeadlinePropagator implements TextMapPropagator {
       setter.set(carrier, HEADER_REMAINING_MS, String(Math.floor(deadline.remainingMs())));
       setter.set(carrier, HEADER_AT_MS, atMs);
       const bag = propagation.getBaggage(ctx);
-      if (bag === undefined || bag.getAllEntries().every(([key]) => key === BAGGAGE_DEADLINE_KEY)) {
+      if (bag === undefined || isDeadlineOnlyBaggage(bag)) {
         // Only our entry: no user entries to encode, so skip the codec on this hot path.
         setter.set(carrier, HEADER_BAGGAGE, `${BAGGAGE_DEADLINE_KEY}=${atMs}`);
       } else {

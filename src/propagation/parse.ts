@@ -74,7 +74,7 @@ export function smallestBaggageMs(raw: HeaderValue, key: string): number | undef
   const values = Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
   let best: number | undefined;
   for (const value of values) {
-    if (typeof value !== 'string' || value.length > MAX_BAGGAGE_LENGTH) continue;
+    if (typeof value !== 'string' || value.length > MAX_BAGGAGE_LENGTH || !value.includes(key)) continue;
     for (const member of value.split(',', 180)) {
       const eq = member.indexOf('=');
       if (eq < 0 || member.slice(0, eq).trim() !== key) continue;
