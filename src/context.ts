@@ -20,21 +20,16 @@ export function getDeadline(ctx: Context = context.active()): Deadline | undefin
  */
 export function setDeadline(ctx: Context, deadline: Deadline): Context {
   const atMs = String(Math.floor(deadline.expiresAtMs));
-  const current = propagation.getBaggage(ctx);
-  const bag = (current ?? propagation.createBaggage()).setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });
-  if (current === undefined || deadlineOnly.has(current)) deadlineOnly.add(bag);
+  const current = propagation.getBaggage(ctx) ?? propagation.createBaggage();
+  const bag = current.setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });
   return propagation.setBaggage(ctx.setValue(DEADLINE_KEY, deadline), bag);
 }
-
-/** Baggage that setDeadline built and that holds nothing but the deadline entry (baggage is immutable). */
-const deadlineOnly = new WeakSet<object>();
 
 /**
  * @internal True when `bag` holds no entry but `deadline.at_ms`: the
  * propagator then writes the header itself instead of running the codec.
  */
 export function isDeadlineOnlyBaggage(bag: Baggage): boolean {
-  if (deadlineOnly.has(bag)) return true;
   for (const [key] of bag.getAllEntries()) if (key !== BAGGAGE_DEADLINE_KEY) return false;
   return true;
 }

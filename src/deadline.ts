@@ -129,7 +129,7 @@ export function onDeadlineAbort(deadline: Deadline, listener: (reason: unknown) 
  * long-lived parent (nodejs/node#54614).
  */
 export class DeadlineNode implements ManagedDeadline {
-  readonly operation: string;
+  private operationName: string;
   readonly expiresAtMs: number;
   readonly source: DeadlineSource;
   readonly budgetMs: number;
@@ -152,7 +152,7 @@ export class DeadlineNode implements ManagedDeadline {
   private isDisposed = false;
 
   constructor(init: NodeInit) {
-    this.operation = init.operation;
+    this.operationName = init.operation;
     this.cutoffMono = init.cutoffMono;
     this.expiresAtMs = init.expiresAtMs;
     this.source = init.source;
@@ -164,8 +164,22 @@ export class DeadlineNode implements ManagedDeadline {
     this.queueDwellMs = init.queueDwellMs;
   }
 
+  get operation(): string {
+    return this.operationName;
+  }
+
   get disposed(): boolean {
     return this.isDisposed;
+  }
+
+  /**
+   * @internal A server instrumentation takes over, under its own operation
+   * name, the node a global propagator built from the same request's headers:
+   * nobody else holds it yet, and a second node would only cost time.
+   */
+  adoptAs(operation: string): this {
+    this.operationName = operation;
+    return this;
   }
 
   remainingMs(): number {

@@ -7,6 +7,14 @@ import { isDeadlineHeaderName, settleUndiciRequestHeaders } from './headers';
 import { RequestClassPatcher } from './request-class';
 import { isRejectReplyRaw } from './reply';
 
+/** What we keep on an undici request we have seen. */
+interface RequestState {
+  /** Its deadline headers are final: later subscribers may not add them again. */
+  headersSettled: boolean;
+  /** The guarded call it belongs to, until the request closes. */
+  call: OutgoingCall | undefined;
+}
+
 interface RequestMessage {
   request: object;
 }
@@ -26,18 +34,21 @@ interface ResponseMessage extends RequestMessage {
  * Returns the unsubscribe function.
  */
 export function subscribeUndiciChannels(): () => void {
-  const calls = new WeakMap<object, OutgoingCall>();
-  /** Requests whose deadline headers are final. */
-  const settled = new WeakSet<object>();
+  // Per request, kept on the request object under a key of this subscription's
+  // own: a WeakMap entry per request costs more in garbage collection.
+  const stateKey = Symbol('otel-deadline.undici-request');
+  type Tracked = { [key: symbol]: RequestState | undefined };
+  const stateOf = (request: object) => (request as Tracked)[stateKey];
+  const callOf = (request: object) => stateOf(request)?.call;
   const requestClasses = new RequestClassPatcher({
-    dropHeader: (request, name) => settled.has(request) && isDeadlineHeaderName(name),
+    dropHeader: (request, name) => stateOf(request)?.headersSettled === true && isDeadlineHeaderName(name),
     // undici calls a request's `onConnect` right before writing it. A request
     // that waited for a busy connection can get there after its cutoff while
     // a blocked event loop kept the abort timer from running: reading the
     // deadline's clock here aborts the deadline at once, the call aborts the
     // request, and undici then refuses to write it.
     beforeWrite: (request) => {
-      const call = calls.get(request);
+      const call = callOf(request);
       if (call !== undefined && !call.observe) void call.deadline.aborted;
     },
   });
@@ -49,26 +60,26 @@ export function subscribeUndiciChannels(): () => void {
     if (marker === IGNORED_CALL) return;
     requestClasses.patchClassOf(request);
     const contextFor = () => (isTracingSuppressed(ctx) || getDeadline(ctx) === undefined ? undefined : ctx);
-    if (settleUndiciRequestHeaders(request, contextFor)) settled.add(request);
-    if (marker !== undefined && !marker.settled) {
-      calls.set(request, marker);
-      marker.requestOpened();
-    }
+    const headersSettled = settleUndiciRequestHeaders(request, contextFor);
+    const call = marker !== undefined && !marker.settled ? marker : undefined;
+    if (!headersSettled && call === undefined) return;
+    (request as Tracked)[stateKey] = { headersSettled, call };
+    call?.requestOpened();
   };
   const onSendHeaders = (message: unknown) => {
-    const call = calls.get((message as RequestMessage).request);
+    const call = callOf((message as RequestMessage).request);
     if (call !== undefined) call.sent = true;
   };
   const onResponseHeaders = (message: unknown) => {
     const { request, response } = message as ResponseMessage;
-    const call = calls.get(request);
+    const call = callOf(request);
     if (call !== undefined && isRejectReplyRaw(response?.headers)) call.markRejectedByServer();
   };
   const onClosed = (message: unknown) => {
-    const { request } = message as RequestMessage;
-    const call = calls.get(request);
-    if (call === undefined) return;
-    calls.delete(request);
+    const state = stateOf((message as RequestMessage).request);
+    if (state?.call === undefined) return;
+    const { call } = state;
+    state.call = undefined;
     call.requestClosed();
   };
 

@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, propagation, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
 import { getRPCMetadata, RPCType } from '@opentelemetry/core';
@@ -75,7 +76,8 @@ function withDeadline(ctx: Context, deadline: DeadlineNode): Context {
 
 function admit(host: ServerHost, request: IncomingMessage, response: ServerResponse, ctx: Context): Admitted {
   const { settings } = host;
-  const budget = incomingBudget(settings, host.serverPropagator, request, extractedHere(ctx));
+  const extracted = extractedHere(ctx);
+  const budget = incomingBudget(settings, host.serverPropagator, request, extracted);
   if (budget === undefined) {
     const cleaned = withoutDeadline(ctx);
     return cleaned === ctx ? undefined : cleaned;
@@ -95,17 +97,25 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
     }
   }
 
-  const deadline = new DeadlineNode({
-    operation: SERVER_OPERATION,
-    cutoffMono: budget.cutoffMono,
-    expiresAtMs: budget.expiresAtMs,
-    source: budget.source,
-    budgetMs: budget.remainingMs,
-    wireSkewMs: budget.wireSkewMs,
-  });
+  // The deadline the global propagator built from these headers, unless
+  // maxIncomingMs cut it shorter: the context the listeners run in then needs no change.
+  const adopted = extracted !== undefined && budget.cutoffMono === extracted.cutoffMono ? extracted.adoptAs(SERVER_OPERATION) : undefined;
+  const deadline =
+    adopted ??
+    new DeadlineNode({
+      operation: SERVER_OPERATION,
+      cutoffMono: budget.cutoffMono,
+      expiresAtMs: budget.expiresAtMs,
+      source: budget.source,
+      budgetMs: budget.remainingMs,
+      wireSkewMs: budget.wireSkewMs,
+    });
   // Ahead of instrumentation-http's own 'close' listener, which ends the server
-  // span. 'close' is emitted once, so no once-wrapper is needed.
-  response.prependListener('close', () => {
+  // span. 'close' is emitted once, so no once-wrapper is needed. Called through
+  // the prototype: instrumentation-http binds the response's own listener
+  // methods to its context, which costs a wrapper per listener that this one,
+  // using nothing from the context, does not need.
+  EventEmitter.prototype.prependListener.call(response, 'close', () => {
     const disconnected = !response.writableFinished;
     if (observe) {
       if (disconnected || deadline.expired) span?.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
@@ -120,6 +130,7 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
     }
     deadline.dispose();
   });
+  if (adopted !== undefined) return undefined;
   // Replaces both the context slot and the baggage entry a global propagator set.
   return withDeadline(ctx, deadline);
 }

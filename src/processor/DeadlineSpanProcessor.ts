@@ -81,10 +81,15 @@ function outcomeOf(deadline: Deadline): DeadlineOutcome {
  */
 export class DeadlineSpanProcessor implements SdkSpanProcessor {
   /**
-   * Every span started under a deadline, until the span is collected: a child
-   * that starts after its parent ended can still compare with its deadline.
+   * Where each span started under a deadline keeps its state, for as long as
+   * the span lives: a child that starts after its parent ended can still
+   * compare with its deadline. A property of the span object under a key of
+   * this processor's own rather than a WeakMap: one WeakMap entry per span
+   * made garbage collection cost more than the rest of this processor.
    */
-  private readonly states = new WeakMap<object, SpanState>();
+  private readonly stateKey: symbol = Symbol('otel-deadline.span-state');
+  /** For the rare span object that cannot take a property (frozen by some other SDK). */
+  private readonly sealedSpanStates = new WeakMap<object, SpanState>();
   private readonly instruments: () => DeadlineInstruments;
   private readonly lateGraceMs: number;
 
@@ -108,7 +113,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     if (deadline.queueDwellMs !== undefined) span.setAttribute(ATTR_DEADLINE_QUEUE_DWELL_MS, deadline.queueDwellMs);
 
     const parentSpan = trace.getSpan(parentContext) as unknown as { ended?: boolean } | undefined;
-    const parentDeadline = parentSpan === undefined ? undefined : this.states.get(parentSpan)?.deadline;
+    const parentDeadline = parentSpan === undefined ? undefined : this.stateOf(parentSpan)?.deadline;
     const later = parentDeadline !== undefined && parentDeadline !== deadline && isLaterThan(deadline, parentDeadline);
     let startViolations = NO_VIOLATIONS;
     if (later || remaining <= 0 || deadline.aborted) {
@@ -121,12 +126,12 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     // Only in-process SDK spans can be compared; a remote parent has no `ended`. A
     // consumer runs after its producer span ended by design: that is not lateness.
     const localParent = parentDeadline !== undefined && span.kind !== SpanKind.CONSUMER ? parentSpan : undefined;
-    this.states.set(span, { deadline, parentSpan: localParent, startViolations, finished: false });
+    this.keepState(span, { deadline, parentSpan: localParent, startViolations, finished: false });
     this.instruments().remaining.record(remaining, KIND_ATTRIBUTES[span.kind] ?? KIND_ATTRIBUTES[SpanKind.INTERNAL]);
   }
 
   onEnding(span: ProcessedSpan): void {
-    const state = this.states.get(span);
+    const state = this.stateOf(span);
     if (state === undefined || state.finished) return;
     state.finished = true;
     const { deadline } = state;
@@ -160,7 +165,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
 
   onEnd(span: object): void {
     // Only reached unfinished when the SDK has no onEnding: count what we can.
-    const state = this.states.get(span);
+    const state = this.stateOf(span);
     if (state === undefined || state.finished) return;
     state.finished = true;
     const counter = this.instruments().violations;
@@ -173,6 +178,15 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
 
   shutdown(): Promise<void> {
     return Promise.resolve();
+  }
+
+  private stateOf(span: object): SpanState | undefined {
+    return (span as { [key: symbol]: SpanState | undefined })[this.stateKey] ?? this.sealedSpanStates.get(span);
+  }
+
+  private keepState(span: object, state: SpanState): void {
+    if (Object.isExtensible(span)) (span as { [key: symbol]: SpanState })[this.stateKey] = state;
+    else this.sealedSpanStates.set(span, state);
   }
 
   private violationsAtEnd(state: SpanState, outcome: DeadlineOutcome, overrunMs: number): readonly DeadlineViolation[] {
