@@ -1,6 +1,7 @@
 import { context, propagation, type Baggage, type Context } from '@opentelemetry/api';
 import type { Deadline } from './deadline';
 import { BAGGAGE_DEADLINE_KEY } from './attributes';
+import { DeadlineOnlyBaggage } from './deadline-baggage';
 
 /**
  * Registered with Symbol.for so that two copies of this package (CJS and ESM,
@@ -20,8 +21,8 @@ export function getDeadline(ctx: Context = context.active()): Deadline | undefin
  */
 export function setDeadline(ctx: Context, deadline: Deadline): Context {
   const atMs = String(Math.floor(deadline.expiresAtMs));
-  const current = propagation.getBaggage(ctx) ?? propagation.createBaggage();
-  const bag = current.setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });
+  const current = propagation.getBaggage(ctx);
+  const bag = current === undefined ? new DeadlineOnlyBaggage(atMs) : current.setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });
   return propagation.setBaggage(ctx.setValue(DEADLINE_KEY, deadline), bag);
 }
 
@@ -30,6 +31,7 @@ export function setDeadline(ctx: Context, deadline: Deadline): Context {
  * propagator then writes the header itself instead of running the codec.
  */
 export function isDeadlineOnlyBaggage(bag: Baggage): boolean {
+  if (bag instanceof DeadlineOnlyBaggage) return true;
   for (const [key] of bag.getAllEntries()) if (key !== BAGGAGE_DEADLINE_KEY) return false;
   return true;
 }

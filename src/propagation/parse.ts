@@ -11,7 +11,7 @@ export const MAX_HEADER_VALUE_LENGTH = 1024;
 export const MAX_BAGGAGE_LENGTH = 8192;
 const MAX_LIST_ITEMS = 32;
 
-const INTEGER_MS = /^[0-9]{1,15}$/;
+const MAX_INTEGER_DIGITS = 15;
 const GRPC_TIMEOUT = /^([0-9]{1,8})([HMSmun])$/;
 const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 
@@ -47,10 +47,15 @@ function smallest(raw: HeaderValue, parseOne: ParseOne): number | undefined {
   return best;
 }
 
+/** 1 to 15 ASCII digits (always a safe integer), checked by hand: this runs on every request. */
 export function parseIntegerMs(item: string): number | undefined {
-  if (!INTEGER_MS.test(item)) return undefined;
-  const value = Number(item);
-  return Number.isSafeInteger(value) ? value : undefined;
+  const length = item.length;
+  if (length === 0 || length > MAX_INTEGER_DIGITS) return undefined;
+  for (let i = 0; i < length; i++) {
+    const code = item.charCodeAt(i);
+    if (code < 48 /* 0 */ || code > 57 /* 9 */) return undefined;
+  }
+  return Number(item);
 }
 
 /** gRPC's `grpc-timeout`: up to 8 digits and a unit (H, M, S, m, u, n). */
@@ -71,6 +76,11 @@ export function smallestGrpcTimeout(raw: HeaderValue): number | undefined {
 /** Reads `key=value` members of a W3C baggage header; the smallest valid value of `key` wins. */
 export function smallestBaggageMs(raw: HeaderValue, key: string): number | undefined {
   if (raw === undefined) return undefined;
+  // The usual header, `deadline.at_ms=<digits>` alone, without splitting it up.
+  if (typeof raw === 'string' && raw.length <= MAX_BAGGAGE_LENGTH && raw.startsWith(key) && raw.charCodeAt(key.length) === 61 /* = */) {
+    const direct = parseIntegerMs(raw.slice(key.length + 1));
+    if (direct !== undefined) return direct;
+  }
   const values = Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
   let best: number | undefined;
   for (const value of values) {
