@@ -1,9 +1,9 @@
 // npm run bench:http — the cost of the deadline plugin on a real HTTP chain.
 //
 // Two child processes each serve the same loopback 2-hop chain
-// (front --undici--> back) under the OpenTelemetry Node SDK with the http and
-// undici instrumentations, W3C propagators and a batch span processor with a
-// no-op exporter. "with" adds the deadline propagator, span processor and
+// (bench/http-chain.mjs: front --undici--> back) under the OpenTelemetry Node
+// SDK with the http and undici instrumentations, W3C propagators and a batch
+// span processor with a no-op exporter. "with" adds the deadline propagator, span processor and
 // DeadlineInstrumentation; "without" has none of them. Every request carries
 // `x-deadline-remaining-ms`, so "with" does all its work (server admission,
 // headers on the hop, the guarded undici call). autocannon (programmatic API)
@@ -15,6 +15,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { cpus } from 'node:os';
+import { ALL_PARTS, startChain } from './http-chain.mjs';
 
 const ROUNDS = Number(process.env.BENCH_HTTP_ROUNDS ?? 6);
 const ROUND_SECONDS = Number(process.env.BENCH_HTTP_SECONDS ?? 4);
@@ -23,54 +24,8 @@ const WARMUP_SECONDS = 2;
 
 /** Child: one chain, printing its front port as a JSON line once ready. */
 async function serve(mode) {
-  const { createRequire } = await import('node:module');
-  const require = createRequire(import.meta.url);
-  const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = require('@opentelemetry/core');
-  const { NodeSDK } = require('@opentelemetry/sdk-node');
-  const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
-  const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
-  const { UndiciInstrumentation } = require('@opentelemetry/instrumentation-undici');
-  const lib = require('../dist/cjs/src/index.js');
-
-  const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
-  const withDeadline = mode === 'with';
-  const deadline = withDeadline ? new lib.DeadlineInstrumentation() : undefined;
-  const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
-  if (withDeadline) propagators.push(new lib.DeadlinePropagator());
-  const sdk = new NodeSDK({
-    textMapPropagator: new CompositePropagator({ propagators }),
-    spanProcessors: [
-      ...(withDeadline ? [new lib.DeadlineSpanProcessor()] : []),
-      new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: 4_096 }),
-    ],
-    instrumentations: [
-      new HttpInstrumentation(withDeadline ? { requestHook: deadline.httpRequestHook } : {}),
-      new UndiciInstrumentation(withDeadline ? { requestHook: deadline.undiciRequestHook } : {}),
-      ...(withDeadline ? [deadline] : []),
-    ],
-  });
-  sdk.start();
-  const http = require('node:http');
-  const undici = require('undici');
-
-  const listen = (handler) =>
-    new Promise((resolve) => {
-      const server = http.createServer(handler);
-      server.keepAliveTimeout = 60_000;
-      server.listen(0, '127.0.0.1', () => resolve(server));
-    });
-  const back = await listen((_req, res) => res.end('back'));
-  const backUrl = `http://127.0.0.1:${back.address().port}/`;
-  const front = await listen(async (_req, res) => {
-    try {
-      const { body } = await undici.request(backUrl);
-      res.end(`front+${await body.text()}`);
-    } catch (err) {
-      res.statusCode = 502;
-      res.end(err.name);
-    }
-  });
-  process.stdout.write(`${JSON.stringify({ port: front.address().port })}\n`);
+  const port = await startChain(mode === 'with' ? ALL_PARTS : []);
+  process.stdout.write(`${JSON.stringify({ port })}\n`);
   // CPU time spent by this process, for a per-request figure that machine load does not skew.
   process.on('message', () => {
     const { user, system } = process.cpuUsage();

@@ -1,4 +1,4 @@
-import { context, propagation, type Baggage, type Context } from '@opentelemetry/api';
+import { context, createContextKey, propagation, type Baggage, type Context } from '@opentelemetry/api';
 import type { Deadline } from './deadline';
 import { BAGGAGE_DEADLINE_KEY } from './attributes';
 import { DeadlineOnlyBaggage } from './deadline-baggage';
@@ -8,6 +8,19 @@ import { DeadlineOnlyBaggage } from './deadline-baggage';
  * or two versions) read and write the same context slot.
  */
 const DEADLINE_KEY = Symbol.for('otel-deadline.context.deadline');
+
+/**
+ * @internal Where DeadlineInstrumentation marks the context it runs an
+ * outgoing call in: the call object when it guards the call, a symbol when
+ * config excluded it. A guarded call has its deadline headers written by the
+ * instrumentation already, from the caller's context.
+ */
+export const OUTGOING_CALL_KEY = createContextKey('otel-deadline.outgoing-call');
+
+/** @internal True inside an outgoing call DeadlineInstrumentation guards (see OUTGOING_CALL_KEY). */
+export function isGuardedCall(ctx: Context): boolean {
+  return typeof ctx.getValue(OUTGOING_CALL_KEY) === 'object';
+}
 
 /** The deadline active in `ctx` (the current OTel context by default). */
 export function getDeadline(ctx: Context = context.active()): Deadline | undefined {

@@ -1,4 +1,5 @@
-import { SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { propagation, SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { DeadlineOnlyBaggage } from '../../src/deadline-baggage';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { getDeadline } from '../../src/context';
@@ -68,7 +69,19 @@ export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: C
     callerSignal: request.callerSignal,
   });
   if (refusal !== undefined) call.markWouldReject();
-  return { kind: 'guard', call, context: ctx.setValue(CALL_KEY, call) };
+  return { kind: 'guard', call, context: transportContext(ctx, call) };
+}
+
+/**
+ * The context the transport runs a guarded call in. Baggage that holds only
+ * the deadline entry is left out: our headers carry it already, and a W3C
+ * baggage propagator injecting it again would only encode a duplicate for us
+ * to drop.
+ */
+function transportContext(ctx: Context, call: OutgoingCall): Context {
+  const marked = ctx.setValue(CALL_KEY, call);
+  const bag = propagation.getBaggage(ctx);
+  return bag instanceof DeadlineOnlyBaggage ? propagation.deleteBaggage(marked) : marked;
 }
 
 /** The client span already covering this call, if the caller is inside one (an outer http instrumentation's). */

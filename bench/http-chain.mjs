@@ -1,0 +1,62 @@
+// The loopback 2-hop chain shared by the HTTP benchmarks: front --undici--> back,
+// both node:http servers in this process, under the OpenTelemetry Node SDK with
+// the http and undici instrumentations, W3C propagators and a batch span
+// processor with a no-op exporter. `parts` says which pieces of the deadline
+// plugin are added: 'propagator' (DeadlinePropagator in the global composite),
+// 'processor' (DeadlineSpanProcessor) and 'instrumentation' (DeadlineInstrumentation,
+// with its request hooks passed to the http and undici instrumentations).
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+
+export const ALL_PARTS = Object.freeze(['propagator', 'processor', 'instrumentation']);
+
+/** Starts the SDK and both servers; resolves with the front server's port. */
+export async function startChain(parts) {
+  const has = (part) => parts.includes(part);
+  const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = require('@opentelemetry/core');
+  const { NodeSDK } = require('@opentelemetry/sdk-node');
+  const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
+  const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
+  const { UndiciInstrumentation } = require('@opentelemetry/instrumentation-undici');
+  const lib = require('../dist/cjs/src/index.js');
+
+  const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
+  const deadline = has('instrumentation') ? new lib.DeadlineInstrumentation() : undefined;
+  const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
+  if (has('propagator')) propagators.push(new lib.DeadlinePropagator());
+  const sdk = new NodeSDK({
+    textMapPropagator: new CompositePropagator({ propagators }),
+    spanProcessors: [
+      ...(has('processor') ? [new lib.DeadlineSpanProcessor()] : []),
+      new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: 4_096 }),
+    ],
+    instrumentations: [
+      new HttpInstrumentation(deadline ? { requestHook: deadline.httpRequestHook } : {}),
+      new UndiciInstrumentation(deadline ? { requestHook: deadline.undiciRequestHook } : {}),
+      ...(deadline ? [deadline] : []),
+    ],
+  });
+  sdk.start();
+  const http = require('node:http');
+  const undici = require('undici');
+
+  const listen = (handler) =>
+    new Promise((resolve) => {
+      const server = http.createServer(handler);
+      server.keepAliveTimeout = 60_000;
+      server.listen(0, '127.0.0.1', () => resolve(server));
+    });
+  const back = await listen((_req, res) => res.end('back'));
+  const backUrl = `http://127.0.0.1:${back.address().port}/`;
+  const front = await listen(async (_req, res) => {
+    try {
+      const { body } = await undici.request(backUrl);
+      res.end(`front+${await body.text()}`);
+    } catch (err) {
+      res.statusCode = 502;
+      res.end(err.name);
+    }
+  });
+  return front.address().port;
+}

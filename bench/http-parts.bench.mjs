@@ -1,0 +1,139 @@
+// npm run bench:http:parts — where the deadline plugin's cost on the HTTP chain goes.
+//
+// bench:http compares the whole plugin with nothing. This one adds the pieces
+// one at a time to the same chain (bench/http-chain.mjs) and reports the CPU
+// each configuration spends per request. Every run is a fresh child process
+// that drives its own chain over plain loopback sockets (16 keep-alive
+// connections, one request in flight on each): no load generator competes
+// for the cores and no cross-process wake-ups blur the figure, so it is
+// steadier than bench:http's req/s. The driver's own CPU is the same in
+// every configuration. Configurations alternate within each round; medians
+// across rounds.
+//
+// Prints a Markdown section between <!-- bench:http:parts --> markers.
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import { cpus } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { startChain } from './http-chain.mjs';
+
+const ROUNDS = Number(process.env.BENCH_PARTS_ROUNDS ?? 3);
+const REQUESTS = Number(process.env.BENCH_PARTS_REQUESTS ?? 20_000);
+const WARMUP_REQUESTS = 3_000;
+const CONNECTIONS = 16;
+const CHILD_TIMEOUT_MS = 120_000;
+
+const CONFIGURATIONS = [
+  { name: 'plain chain (no plugin)', parts: [] },
+  { name: '+ DeadlinePropagator', parts: ['propagator'] },
+  { name: '+ DeadlinePropagator + DeadlineSpanProcessor', parts: ['propagator', 'processor'] },
+  { name: '+ DeadlineInstrumentation only', parts: ['instrumentation'] },
+  { name: 'whole plugin', parts: ['propagator', 'processor', 'instrumentation'] },
+];
+
+/** Sends `total` requests over CONNECTIONS sockets, one at a time on each; rejects on any non-200 reply. */
+function drive(port, total) {
+  const request = Buffer.from(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nx-deadline-remaining-ms: 5000\r\n\r\n`);
+  return new Promise((resolve, reject) => {
+    let sent = 0;
+    let done = 0;
+    const sockets = [];
+    const fail = (error) => {
+      for (const socket of sockets) socket.destroy();
+      reject(error);
+    };
+    for (let i = 0; i < CONNECTIONS; i++) {
+      const socket = net.connect(port, '127.0.0.1');
+      sockets.push(socket);
+      socket.setNoDelay(true);
+      let pending = '';
+      const next = () => {
+        if (sent < total) {
+          sent++;
+          socket.write(request);
+        } else socket.end();
+      };
+      socket.on('connect', next);
+      socket.on('error', fail);
+      socket.on('data', (chunk) => {
+        pending += chunk.toString('latin1');
+        // Each reply is small and complete once its body `front+back` is in.
+        for (let end = pending.indexOf('front+back'); end >= 0; end = pending.indexOf('front+back')) {
+          if (!pending.startsWith('HTTP/1.1 200')) return fail(new Error(`unexpected reply: ${pending.slice(0, 40)}`));
+          pending = pending.slice(end + 'front+back'.length);
+          if (++done === total) resolve();
+          next();
+        }
+        if (pending.startsWith('HTTP/1.1 ') && !pending.startsWith('HTTP/1.1 200')) fail(new Error(`unexpected reply: ${pending.slice(0, 40)}`));
+      });
+    }
+  });
+}
+
+/** Child: one configuration, one measurement, printed as a JSON line. */
+async function measure(parts) {
+  const port = await startChain(parts);
+  await drive(port, WARMUP_REQUESTS);
+  const cpuBefore = process.cpuUsage();
+  const started = performance.now();
+  await drive(port, REQUESTS);
+  const cpu = process.cpuUsage(cpuBefore);
+  const wallMs = performance.now() - started;
+  process.stdout.write(`${JSON.stringify({ cpuUs: (cpu.user + cpu.system) / REQUESTS, wallUs: (wallMs * 1000) / REQUESTS })}\n`);
+  process.exit(0);
+}
+
+function runChild(parts) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--measure', parts.join(',')], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let output = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), CHILD_TIMEOUT_MS);
+    child.stdout.on('data', (chunk) => (output += chunk));
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      if (code !== 0) return reject(new Error(`configuration [${parts}] exited with ${code}`));
+      resolve(JSON.parse(output.trim().split('\n').pop()));
+    });
+  });
+}
+
+const median = (xs) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+const fmt = (n, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+async function main() {
+  const samples = CONFIGURATIONS.map(() => []);
+  for (let round = 0; round < ROUNDS; round++) {
+    // Rotate the order, so drift in machine load does not always hit the same configuration.
+    for (let k = 0; k < CONFIGURATIONS.length; k++) {
+      const i = (k + round) % CONFIGURATIONS.length;
+      samples[i].push(await runChild(CONFIGURATIONS[i].parts));
+    }
+  }
+  const cpu = samples.map((runs) => median(runs.map((r) => r.cpuUs)));
+  const wall = samples.map((runs) => median(runs.map((r) => r.wallUs)));
+  const lines = [
+    '<!-- bench:http:parts -->',
+    '### HTTP chain, piece by piece (`npm run bench:http:parts`)',
+    '',
+    `The bench:http chain in one process per run, driven over ${CONNECTIONS} plain keep-alive sockets;`,
+    `${fmt(REQUESTS)} requests per run after ${fmt(WARMUP_REQUESTS)} warm-up requests, ${ROUNDS} rounds, medians.`,
+    `CPU includes the in-process driver, the same in every row. Node ${process.version}, ${cpus().length} CPUs.`,
+    '',
+    '| configuration | CPU µs / request | over plain | wall µs / request | throughput vs plain |',
+    '| --- | ---: | ---: | ---: | ---: |',
+    ...CONFIGURATIONS.map(
+      (c, i) => `| ${c.name} | ${fmt(cpu[i], 1)} | ${i === 0 ? '' : `+${fmt(cpu[i] - cpu[0], 1)}`} | ${fmt(wall[i], 1)} | ${fmt(wall[0] / wall[i], 3)} |`,
+    ),
+    '<!-- /bench:http:parts -->',
+  ];
+  console.log(lines.join('\n'));
+}
+
+if (process.argv[2] === '--measure') await measure(process.argv[3] ? process.argv[3].split(',') : []);
+else await main();
