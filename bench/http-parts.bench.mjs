@@ -16,6 +16,7 @@ import net from 'node:net';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startChain } from './http-chain.mjs';
+import { fmt, median } from './stats.mjs';
 
 const ROUNDS = Number(process.env.BENCH_PARTS_ROUNDS ?? 3);
 const REQUESTS = Number(process.env.BENCH_PARTS_REQUESTS ?? 20_000);
@@ -99,12 +100,6 @@ function runChild(parts) {
   });
 }
 
-const median = (xs) => {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
-const fmt = (n, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 async function main() {
   const samples = CONFIGURATIONS.map(() => []);

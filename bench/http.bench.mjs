@@ -16,6 +16,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { cpus } from 'node:os';
 import { ALL_PARTS, startChain } from './http-chain.mjs';
+import { fmt, median } from './stats.mjs';
 
 const ROUNDS = Number(process.env.BENCH_HTTP_ROUNDS ?? 6);
 const ROUND_SECONDS = Number(process.env.BENCH_HTTP_SECONDS ?? 4);
@@ -64,12 +65,6 @@ async function load(autocannon, { child, port }, seconds) {
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, cpuPerRequestUs };
 }
 
-const median = (xs) => {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
-const fmt = (n, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 async function drive() {
   const { default: autocannon } = await import('autocannon');
