@@ -13,13 +13,18 @@ const DEADLINE_KEY = Symbol.for('otel-deadline.context.deadline');
  * @internal Where DeadlineInstrumentation marks the context it runs an
  * outgoing call in: the call object when it guards the call, a symbol when
  * config excluded it. A guarded call has its deadline headers written by the
- * instrumentation already, from the caller's context.
+ * instrumentation already, from the caller's context; an excluded one must
+ * not get any.
  */
 export const OUTGOING_CALL_KEY = createContextKey('otel-deadline.outgoing-call');
 
-/** @internal True inside an outgoing call DeadlineInstrumentation guards (see OUTGOING_CALL_KEY). */
-export function isGuardedCall(ctx: Context): boolean {
-  return typeof ctx.getValue(OUTGOING_CALL_KEY) === 'object';
+/**
+ * @internal True inside an outgoing call DeadlineInstrumentation has decided
+ * on (see OUTGOING_CALL_KEY): it wrote the headers of a guarded call, and an
+ * excluded call gets none.
+ */
+export function isInstrumentedCall(ctx: Context): boolean {
+  return ctx.getValue(OUTGOING_CALL_KEY) !== undefined;
 }
 
 /** The deadline active in `ctx` (the current OTel context by default). */

@@ -188,6 +188,26 @@ describe('lateness', () => {
     await provider.shutdown();
   });
 
+  it('works on span objects that take no new properties (kept aside in that case)', async () => {
+    // A processor ahead of ours seals every span against new properties; the SDK itself only writes existing ones.
+    const sealing = { onStart: (span: object) => void Object.preventExtensions(span), onEnd() {}, forceFlush: async () => {}, shutdown: async () => {} };
+    const exporter = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ spanProcessors: [sealing, new DeadlineSpanProcessor(), new SimpleSpanProcessor(exporter)] });
+    const sealed = provider.getTracer('sealed');
+    const d = openDeadline({ operation: 'parent', timeoutMs: 1_000, parent: null });
+    const parent = sealed.startSpan('parent', {}, setDeadline(ROOT_CONTEXT, d));
+    const child = sealed.startSpan('child', {}, trace.setSpan(setDeadline(ROOT_CONTEXT, d), parent));
+    parent.end();
+    await sleep(1);
+    child.end();
+    const byName = Object.fromEntries(exporter.getFinishedSpans().map((s) => [s.name, s.attributes]));
+    expect(byName.parent['deadline.outcome']).toBe('completed');
+    expect(byName.child['deadline.outcome']).toBe('completed');
+    expect(byName.child['deadline.violation']).toBe('ended_after_parent');
+    d.dispose();
+    await provider.shutdown();
+  });
+
   it('flags started_after_expiry for a span started when its deadline had passed', async () => {
     const d = openDeadline({ operation: 'request', timeoutMs: 5, parent: null });
     await sleep(20);

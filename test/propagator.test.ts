@@ -6,6 +6,7 @@ import {
   defaultTextMapSetter,
   propagation,
   ROOT_CONTEXT,
+  type Baggage,
   type Context,
   type TextMapGetter,
 } from '@opentelemetry/api';
@@ -61,6 +62,18 @@ describe('inject', () => {
     d.dispose();
   });
 
+  it('writes nothing inside a call DeadlineInstrumentation guards (it wrote the headers) or excludes', () => {
+    const d = openDeadline({ operation: 'op', timeoutMs: 1_000, parent: null });
+    const scoped = setDeadline(ROOT_CONTEXT, d);
+    // The instrumentation's marker for a guarded call: an object under this well-known key.
+    const guarded = scoped.setValue(Symbol.for('otel-deadline.outgoing-call'), {});
+    expect(injected(guarded)).toEqual({});
+    // A call excluded by ignoreOutgoingRequest is marked with a symbol: no headers either.
+    const ignored = scoped.setValue(Symbol.for('otel-deadline.outgoing-call'), Symbol('ignored'));
+    expect(injected(ignored)).toEqual({});
+    d.dispose();
+  });
+
   it('never throws, even when the setter does', () => {
     const d = openDeadline({ operation: 'op', timeoutMs: 1_000, parent: null });
     const throwing = { set: () => { throw new Error('boom'); } };
@@ -96,6 +109,25 @@ describe('inject', () => {
       expect(headers['x-deadline-at-ms']).toBe(String(Math.floor(child.expiresAtMs)));
       child.dispose();
       root.dispose();
+    });
+
+    it('keeps entries the user adds, changes or removes inside a deadline scope', () => {
+      const d = openDeadline({ operation: 'op', timeoutMs: 1_000, parent: null });
+      const scoped = setDeadline(ROOT_CONTEXT, d);
+      const atMs = `deadline.at_ms=${Math.floor(d.expiresAtMs)}`;
+      const withUser = (change: (bag: Baggage) => Baggage) => propagation.setBaggage(scoped, change(propagation.getBaggage(scoped)!));
+      const members = (ctx: Context) => injected(ctx, composite()).baggage.split(',').map((m) => m.trim()).sort();
+
+      expect(members(scoped)).toEqual([atMs]);
+      expect(members(withUser((bag) => bag.setEntry('user.tier', { value: 'gold' })))).toEqual([atMs, 'user.tier=gold']);
+      expect(members(withUser((bag) => bag.setEntry('a', { value: '1' }).setEntry('b', { value: '2' }).removeEntry('a')))).toEqual(['b=2', atMs]);
+      // Dropping our entry from the baggage does not drop the cutoff from the wire.
+      expect(members(withUser((bag) => bag.removeEntry('deadline.at_ms')))).toEqual([atMs]);
+      const bag = propagation.getBaggage(scoped)!;
+      bag.getEntry('deadline.at_ms')!.value = 'tampered';
+      expect(bag.getEntry('deadline.at_ms')?.value).toBe(String(Math.floor(d.expiresAtMs)));
+      expect(bag.getAllEntries()).toEqual([['deadline.at_ms', { value: String(Math.floor(d.expiresAtMs)) }]]);
+      d.dispose();
     });
 
     it('adds nothing without a deadline and leaves user baggage alone', () => {

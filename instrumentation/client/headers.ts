@@ -34,8 +34,8 @@ function valuesFor(ctx: Context): DeadlineHeaderValues | undefined {
   return { remaining, atMs, baggage: out[HEADER_BAGGAGE] ?? `${BAGGAGE_DEADLINE_KEY}=${atMs}` };
 }
 
-/** Joins baggage header values, dropping any earlier deadline entry and appending ours. */
-export function mergeBaggage(existing: readonly string[], atMs: string): string {
+/** The members of baggage header values, without any deadline entry. */
+function entriesWithoutDeadline(existing: readonly string[]): string[] {
   const entries: string[] = [];
   for (const value of existing) {
     for (const entry of value.split(',')) {
@@ -45,8 +45,38 @@ export function mergeBaggage(existing: readonly string[], atMs: string): string 
       if (key !== BAGGAGE_DEADLINE_KEY) entries.push(trimmed);
     }
   }
+  return entries;
+}
+
+/** Joins baggage header values, dropping any earlier deadline entry and appending ours. */
+export function mergeBaggage(existing: readonly string[], atMs: string): string {
+  const entries = entriesWithoutDeadline(existing);
   entries.push(`${BAGGAGE_DEADLINE_KEY}=${atMs}`);
   return entries.join(',');
+}
+
+/**
+ * node:http request headers (an object or a flat list) without the deadline
+ * headers and without the deadline's baggage entry, for a call that must not
+ * carry the deadline; `headers` itself when there is nothing to take out.
+ */
+export function headersWithoutDeadline(headers: unknown): unknown {
+  const pairs: [unknown, unknown][] = [];
+  if (Array.isArray(headers)) for (let i = 0; i + 1 < headers.length; i += 2) pairs.push([headers[i], headers[i + 1]]);
+  else if (typeof headers === 'object' && headers !== null) pairs.push(...Object.entries(headers));
+  if (!pairs.some(([name]) => deadlineNameOf(name) !== '')) return headers;
+  const kept: [unknown, unknown][] = [];
+  for (const [name, value] of pairs) {
+    const lower = deadlineNameOf(name);
+    if (REPLACED.has(lower)) continue;
+    if (lower === HEADER_BAGGAGE) {
+      const rest = entriesWithoutDeadline(headerText(value));
+      if (rest.length > 0) kept.push([name, rest.join(',')]);
+      continue;
+    }
+    kept.push([name, value]);
+  }
+  return Array.isArray(headers) ? kept.flat() : Object.fromEntries(kept);
 }
 
 function headerText(value: unknown): string[] {

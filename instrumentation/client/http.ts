@@ -5,7 +5,7 @@ import { context } from '@opentelemetry/api';
 import { activeClientSpan, beginCall, recordRefusal } from './begin';
 import type { OutgoingCall } from './call';
 import type { ClientHost } from './host';
-import { setDeadlineHeadersInList, withDeadlineHeaders } from './headers';
+import { headersWithoutDeadline, setDeadlineHeadersInList, withDeadlineHeaders } from './headers';
 import { errorFromReply, isRejectValue, MAX_REPLY_BODY_BYTES } from './reply';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
 
@@ -180,7 +180,16 @@ export function makeHttpWrapper(host: ClientHost, protocol: 'http:' | 'https:', 
         { transport: 'http', method, hasBody: false, url: () => urlOf(parsed, protocol) },
         ctx,
       );
-      if (decision.kind === 'pass') return original.apply(this, args);
+      if (decision.kind === 'pass') {
+        if (decision.context === undefined) return original.apply(this, args);
+        // An excluded call carries no deadline: it runs under its marker, so a
+        // propagator inside the transport adds none, and deadline headers an
+        // http instrumentation wrapping outside ours already injected come out.
+        const headers = parsed.options?.headers;
+        const cleaned = headers === undefined ? headers : headersWithoutDeadline(headers);
+        const callArgs = cleaned === headers ? args : buildArgs(parsed, { headers: cleaned });
+        return context.with(decision.context, () => original.apply(this, callArgs));
+      }
       if (decision.kind === 'refuse') {
         recordRefusal(host.tracer, ctx, method, decision.error);
         return refusedRequest(protocol, parsed, decision.error, isGet);

@@ -1,6 +1,6 @@
 import { getEventListeners } from 'node:events';
 import { createRequire } from 'node:module';
-import { Writable } from 'node:stream';
+import { Writable, type Duplex } from 'node:stream';
 import { pipeline as pipelineAsync } from 'node:stream/promises';
 import { context } from '@opentelemetry/api';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
@@ -92,6 +92,63 @@ describe('undici under an active deadline', () => {
       expect(server.headerCount(index, 'baggage')).toBe(1);
     });
     expect(Object.fromEntries(server.arrivals[0].headers)['x-deadline-at-ms']).toBe(String(Math.floor(deadline.expiresAtMs)));
+  });
+
+  it('calls given only a URL keep undici semantics: global dispatcher, query string, URL objects, headers once', async () => {
+    // These calls are dispatched by the instrumentation itself (see DirectDispatch in client/undici.ts).
+    const agent = new undici.Agent();
+    let dispatched = 0;
+    const counting = agent.compose((dispatch) => (options, handler) => {
+      dispatched++;
+      return dispatch(options, handler);
+    });
+    const previous = undici.getGlobalDispatcher();
+    undici.setGlobalDispatcher(counting);
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+    try {
+      await under(deadline, async () => {
+        await (await undici.request(`${server.url}/bare?x=1&y=2`)).body.text();
+        await (await undici.request(new URL(`${server.url}/bare-url`))).body.text();
+        // undici accepts these forms at run time (its top-level functions take the handler in place of options); its types insist on options.
+        const bare = undici as unknown as {
+          stream(url: string, factory: () => Writable): Promise<unknown>;
+          pipeline(url: string, handler: (data: { body: NodeJS.ReadableStream }) => NodeJS.ReadableStream): Duplex;
+        };
+        await bare.stream(`${server.url}/bare-stream`, () => sink());
+        const piped = bare.pipeline(`${server.url}/bare-pipe`, ({ body }) => body);
+        piped.end();
+        await pipelineAsync(piped, sink());
+      });
+    } finally {
+      undici.setGlobalDispatcher(previous);
+      deadline.dispose();
+      await agent.close();
+    }
+    expect(dispatched).toBe(4);
+    expect(server.arrivals.map((a) => [a.method, a.url])).toEqual([
+      ['GET', '/bare?x=1&y=2'],
+      ['GET', '/bare-url'],
+      ['GET', '/bare-stream'],
+      ['GET', '/bare-pipe'],
+    ]);
+    server.arrivals.forEach((_arrival, index) => {
+      expect(server.headerCount(index, 'x-deadline-remaining-ms')).toBe(1);
+      expect(server.headerCount(index, 'x-deadline-at-ms')).toBe(1);
+      expect(server.headerCount(index, 'baggage')).toBe(1);
+    });
+  });
+
+  it('leaves a URL undici rejects to undici', async () => {
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+    const errors = await under(deadline, () =>
+      Promise.all([
+        Promise.resolve().then(() => undici.request('ftp://127.0.0.1/x')).catch((e: unknown) => e),
+        Promise.resolve().then(() => undici.request('not a url')).catch((e: unknown) => e),
+      ]),
+    );
+    deadline.dispose();
+    for (const error of errors) expect((error as Error).name).toMatch(/InvalidArgumentError|TypeError/);
+    expect(server.arrivals).toHaveLength(0);
   });
 
   it('refuses every API before any connection once the deadline has passed', async () => {

@@ -109,6 +109,25 @@ export function coexistenceSuite(order: RegistrationOrder): void {
       expect(otel.spans().filter((s) => s.kind === SpanKind.SERVER)).toHaveLength(3);
     });
 
+    it('sends no deadline, in headers or baggage, on calls ignoreOutgoingRequest excludes', async () => {
+      deadline.setConfig({ ignoreOutgoingRequest: () => true });
+      const d = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+      await under(d, async () => {
+        await (await fetch(`${server.url}/fetch`)).text();
+        await (await undici.request(`${server.url}/undici`)).body.text();
+        await readBody(await response(http.request(`${server.url}/http`).end()));
+      });
+      deadline.setConfig({});
+      d.dispose();
+      expect(server.arrivals.map((a) => a.url)).toEqual(['/fetch', '/undici', '/http']);
+      server.arrivals.forEach((arrival, index) => {
+        for (const name of ['x-deadline-remaining-ms', 'x-deadline-at-ms']) expect([index, name, server.headerCount(index, name)]).toEqual([index, name, 0]);
+        expect([index, arrival.headers.filter(([key, value]) => key === 'baggage' && value.includes('deadline.at_ms'))]).toEqual([index, []]);
+        // The transport instrumentations still propagate the trace.
+        expect([index, server.headerCount(index, 'traceparent')]).toEqual([index, 1]);
+      });
+    });
+
     it('runs handlers under our server deadline, not the one a global propagator extracted', async () => {
       const d = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
       await under(d, async () => (await fetch(`${server.url}/ctx`)).text());
