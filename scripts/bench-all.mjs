@@ -83,7 +83,14 @@ function machine() {
   ];
 }
 
-const previous = existsSync(OUTPUT) ? new Map(blocksIn(readFileSync(OUTPUT, 'utf8')).map((b) => [b.name, b.text])) : new Map();
+const previousText = existsSync(OUTPUT) ? readFileSync(OUTPUT, 'utf8') : '';
+const previous = new Map(blocksIn(previousText).map((b) => [b.name, b.text]));
+
+/** The commit a section of the previous file was measured at: from its own "kept" note, else the file's header. */
+function previousCommitOf(name) {
+  const kept = new RegExp(`^- Section \`${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\` is kept from an earlier run \\(commit (\\w+)`, 'm').exec(previousText);
+  return kept?.[1] ?? /^- Commit measured: (\w+)/m.exec(previousText)?.[1] ?? 'unknown';
+}
 const header = machine();
 const sections = [];
 const notes = [];
@@ -106,15 +113,22 @@ for (const [name, command] of benchScripts()) {
   notes.push(`- \`npm run ${name}\` ${code !== 0 ? `exited with code ${code}` : 'printed no <!-- bench:NAME --> block'}.`);
 }
 
-// A failed benchmark should not erase figures it produced before: keep earlier
-// sections that no benchmark produced in this run, and say so.
-if (failed > 0) {
-  const produced = new Set(sections.map((text) => blocksIn(text)[0].name));
+// Neither a failed benchmark nor a partial run (BENCH_ONLY) erases figures
+// measured before: sections no benchmark produced in this run are kept, in
+// their earlier place, and the notes say so.
+if (failed > 0 || ONLY !== undefined) {
+  const produced = new Map(sections.map((text) => [blocksIn(text)[0].name, text]));
+  const merged = [];
   for (const [name, text] of previous) {
-    if (produced.has(name)) continue;
-    notes.push(`- Section \`${name}\` is kept from an earlier run.`);
-    sections.push(text);
+    if (produced.has(name)) {
+      merged.push(produced.get(name));
+      produced.delete(name);
+    } else {
+      notes.push(`- Section \`${name}\` is kept from an earlier run (commit ${previousCommitOf(name)}${failed > 0 ? '' : ', BENCH_ONLY'}).`);
+      merged.push(text);
+    }
   }
+  sections.splice(0, sections.length, ...merged, ...produced.values());
 }
 
 const document = [
