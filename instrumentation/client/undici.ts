@@ -38,8 +38,8 @@ interface CallShape {
   /** The arguments after the options (handler, factory, callback). */
   rest: unknown[];
   rebuild(options: UndiciOptions, rest: unknown[]): unknown[];
-  /** For a top-level call given only an http(s) URL: that URL, parsed. */
-  bareTarget?: URL;
+  /** For a top-level call given no options: its URL argument, which may be dispatched directly. */
+  bareUrl?: unknown;
 }
 
 /**
@@ -80,7 +80,7 @@ function topLevelShape(args: unknown[]): CallShape {
     options: optionsGiven ? (second as UndiciOptions) : implicit,
     rest: optionsGiven ? more : [second, ...more].filter((value) => value !== undefined),
     rebuild: (options, rest) => [url, options, ...rest],
-    bareTarget: optionsGiven ? undefined : httpTarget(url),
+    bareUrl: optionsGiven ? undefined : url,
   };
 }
 
@@ -125,7 +125,8 @@ function invoke(
   rest: unknown[],
   ctx: Context,
 ): unknown {
-  const target = shape.bareTarget;
+  // Parsed only here: a call without a deadline never gets this far.
+  const target = direct === undefined || shape.bareUrl === undefined ? undefined : httpTarget(shape.bareUrl);
   if (direct === undefined || target === undefined) {
     return callOriginal(original, self, shape.rebuild({ ...shape.options, ...options }, rest), ctx);
   }
