@@ -263,6 +263,7 @@ export async function runChain({ requests, concurrency, warmup, maxSeconds, seed
             resourcesBack: sameCounts(before[name].resources, after[name].resources) && sameCounts(before[name].resources, middle[name].resources),
             timersBefore: before[name].timers,
             timersAfter: after[name].timers,
+            timerSourcesAfter: after[name].timerSources ?? [],
           },
         ]),
       ),

@@ -30,6 +30,8 @@ interface Leak {
   resourcesBack: boolean;
   timersBefore: number;
   timersAfter: number;
+  /** What each timer left at the end is (deadline or other, due in, source). */
+  timerSourcesAfter: string[];
 }
 interface ChainResult {
   sent: number;
@@ -119,7 +121,7 @@ describe(`${REQUESTS.toLocaleString('en-US')} requests, 500 at a time, through a
       // Named in the assertion, so that a failure says which process kept what.
       expect([name, leak.resourcesAfter]).toEqual([name, leak.resourcesBefore]);
       expect([name, leak.resourcesBack]).toEqual([name, true]);
-      expect([name, leak.timersAfter]).toEqual([name, leak.timersBefore]);
+      expect(leak.timersAfter, `${name} kept timers: ${leak.timerSourcesAfter.join('; ')}`).toBe(leak.timersBefore);
       // Leaking one deadline per request would add ~6 MiB over the second half's 2,500 requests.
       expect(leak.heapAfterBytes - leak.heapMiddleBytes, name).toBeLessThan(4 * 2 ** 20);
     }

@@ -3,7 +3,8 @@
 // counted by wrapping the timer globals, which the build calls at run time),
 // and the heap after gc. Needs node --expose-gc.
 
-const liveTimers = new Set();
+/** Every pending timer: its callback and when it is due, to say what a leftover timer is. */
+const liveTimers = new Map();
 
 /**
  * Wraps setTimeout / clearTimeout so that every pending timer, ref'd or not, is
@@ -21,7 +22,7 @@ export function trackTimers() {
       ms,
       ...args,
     );
-    liveTimers.add(handle);
+    liveTimers.set(handle, { fn, dueAtMs: performance.now() + (Number(ms) || 0) });
     return handle;
   };
   globalThis.clearTimeout = function clearTimeout(handle) {
@@ -67,17 +68,36 @@ export async function settleResources(target, nudge = () => {}, maxMs = 10_000) 
   }
 }
 
-/** Handles, pending timers and heap after a full gc. */
+/** A deadline's own timer: DeadlineNode schedules `() => this.onTimer()`. */
+const isDeadlineTimer = ({ fn }) => String(fn).includes('onTimer');
+
+function describeTimer({ fn, dueAtMs }) {
+  return `${isDeadlineTimer({ fn }) ? 'deadline' : 'other'} timer due in ${Math.round(dueAtMs - performance.now())} ms: ${String(fn).replace(/\s+/g, ' ').slice(0, 80)}`;
+}
+
+/**
+ * Handles, pending timers (with what each one is) and heap after a full gc.
+ * A timer some other code set that is due within the next second (a library's
+ * short timeout that the end of the work started) is let fire first; deadline
+ * timers are counted as they are, since none may outlive its work.
+ */
 export async function snapshot() {
   // Let pending close callbacks run, then collect in rounds with a turn of the loop in between:
   // FinalizationRegistry callbacks (Node's fetch registers one per request) only run after a gc.
   await sleep(50);
+  const until = performance.now() + 1_000;
+  while ([...liveTimers.values()].some((t) => !isDeadlineTimer(t) && t.dueAtMs <= until) && performance.now() < until) await sleep(20);
   for (let i = 0; i < 4; i++) {
     globalThis.gc();
     await new Promise((resolve) => setImmediate(resolve));
   }
   globalThis.gc();
-  return { heapBytes: process.memoryUsage().heapUsed, resources: activeResources(), timers: liveTimers.size };
+  return {
+    heapBytes: process.memoryUsage().heapUsed,
+    resources: activeResources(),
+    timers: liveTimers.size,
+    timerSources: [...liveTimers.values()].map(describeTimer),
+  };
 }
 
 export { sameCounts };
