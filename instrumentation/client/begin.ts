@@ -1,8 +1,8 @@
 import { propagation, SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { DeadlineOnlyBaggage } from '../../src/deadline-baggage';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { getDeadline } from '../../src/context';
+import { DeadlineOnlyBaggage } from '../../src/deadline-baggage';
 import type { Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../../src/errors';
 import { endRefusedSpan } from '../../src/open';
