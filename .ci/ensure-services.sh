@@ -25,5 +25,8 @@ if ! answers 5672; then
   echo "starting RabbitMQ"
   rabbitmq-server -detached || true
 fi
-wait_for 6379 Redis
-wait_for 5672 RabbitMQ
+# Both must answer: without -e, a failure of the first would otherwise be masked by the second.
+status=0
+wait_for 6379 Redis || status=1
+wait_for 5672 RabbitMQ || status=1
+exit "$status"

@@ -1,4 +1,4 @@
-import { context, createContextKey, propagation, type Baggage, type Context } from '@opentelemetry/api';
+import { context, propagation, type Baggage, type Context } from '@opentelemetry/api';
 import type { Deadline } from './deadline';
 import { BAGGAGE_DEADLINE_KEY } from './attributes';
 import { DeadlineOnlyBaggage } from './deadline-baggage';
@@ -8,24 +8,6 @@ import { DeadlineOnlyBaggage } from './deadline-baggage';
  * or two versions) read and write the same context slot.
  */
 const DEADLINE_KEY = Symbol.for('otel-deadline.context.deadline');
-
-/**
- * @internal Where DeadlineInstrumentation marks the context it runs an
- * outgoing call in: the call object when it guards the call, a symbol when
- * config excluded it. A guarded call has its deadline headers written by the
- * instrumentation already, from the caller's context; an excluded one must
- * not get any.
- */
-export const OUTGOING_CALL_KEY = createContextKey('otel-deadline.outgoing-call');
-
-/**
- * @internal True inside an outgoing call DeadlineInstrumentation has decided
- * on (see OUTGOING_CALL_KEY): it wrote the headers of a guarded call, and an
- * excluded call gets none.
- */
-export function isInstrumentedCall(ctx: Context): boolean {
-  return ctx.getValue(OUTGOING_CALL_KEY) !== undefined;
-}
 
 /** The deadline active in `ctx` (the current OTel context by default). */
 export function getDeadline(ctx: Context = context.active()): Deadline | undefined {
@@ -42,6 +24,17 @@ export function setDeadline(ctx: Context, deadline: Deadline): Context {
   const current = propagation.getBaggage(ctx);
   const bag = current === undefined ? new DeadlineOnlyBaggage(atMs) : current.setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });
   return propagation.setBaggage(ctx.setValue(DEADLINE_KEY, deadline), bag);
+}
+
+/**
+ * @internal `ctx` without any deadline: neither the slot nor the baggage
+ * entry, so no propagator writes one from it.
+ */
+export function withoutDeadline(ctx: Context): Context {
+  const stripped = getDeadline(ctx) === undefined ? ctx : ctx.deleteValue(DEADLINE_KEY);
+  const bag = propagation.getBaggage(stripped);
+  if (bag?.getEntry(BAGGAGE_DEADLINE_KEY) === undefined) return stripped;
+  return bag instanceof DeadlineOnlyBaggage ? propagation.deleteBaggage(stripped) : propagation.setBaggage(stripped, bag.removeEntry(BAGGAGE_DEADLINE_KEY));
 }
 
 /**

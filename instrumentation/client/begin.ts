@@ -1,12 +1,12 @@
 import { propagation, SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
-import { getDeadline } from '../../src/context';
+import { getDeadline, withoutDeadline } from '../../src/context';
 import { DeadlineOnlyBaggage } from '../../src/deadline-baggage';
 import type { Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../../src/errors';
 import { endRefusedSpan } from '../../src/open';
-import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME, BAGGAGE_DEADLINE_KEY } from '../../src/attributes';
+import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import type { ResolvedConfig } from '../config';
 import type { OutgoingRequestInfo } from '../types';
 import { CALL_KEY, IGNORED_CALL, OutgoingCall } from './call';
@@ -55,7 +55,9 @@ export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: C
   if (ignore !== undefined) {
     const info: OutgoingRequestInfo = { transport: request.transport, method: request.method, url: request.url() };
     if (safeExecuteInTheMiddle(() => ignore(info), () => {}, true) === true) {
-      return { kind: 'pass', context: withoutDeadlineEntry(ctx).setValue(CALL_KEY, IGNORED_CALL) };
+      // Run without the deadline: no propagator inside the transport (a global
+      // one used by an http or undici instrumentation) writes it.
+      return { kind: 'pass', context: withoutDeadline(ctx).setValue(CALL_KEY, IGNORED_CALL) };
     }
   }
   const observe = settings.mode === 'observe';
@@ -70,13 +72,6 @@ export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: C
   });
   if (refusal !== undefined) call.markWouldReject();
   return { kind: 'guard', call, context: transportContext(ctx, call) };
-}
-
-/** `ctx` without the deadline's baggage entry: an excluded call must not carry the cutoff in baggage either. */
-function withoutDeadlineEntry(ctx: Context): Context {
-  const bag = propagation.getBaggage(ctx);
-  if (bag?.getEntry(BAGGAGE_DEADLINE_KEY) === undefined) return ctx;
-  return bag instanceof DeadlineOnlyBaggage ? propagation.deleteBaggage(ctx) : propagation.setBaggage(ctx, bag.removeEntry(BAGGAGE_DEADLINE_KEY));
 }
 
 /**

@@ -1,5 +1,4 @@
-import type { Span } from '@opentelemetry/api';
-import { OUTGOING_CALL_KEY } from '../../src/context';
+import { createContextKey, type Span } from '@opentelemetry/api';
 import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { abortCodeOf, describeAbortReason } from '../../src/errors';
 import {
@@ -10,12 +9,8 @@ import {
 } from '../../src/attributes';
 import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
 
-/**
- * The call being made, visible to hooks that run inside the transport
- * (request hooks, channels), and to the DeadlinePropagator, which then leaves
- * the headers to us.
- */
-export const CALL_KEY = OUTGOING_CALL_KEY;
+/** The call being made, visible to hooks that run inside the transport (request hooks, channels). */
+export const CALL_KEY = createContextKey('otel-deadline.outgoing-call');
 /** CALL_KEY's value for a call that `ignoreOutgoingRequest` excluded: no headers, no guard. */
 export const IGNORED_CALL: unique symbol = Symbol('ignored outgoing call');
 

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, propagation, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
 import { getRPCMetadata, RPCType } from '@opentelemetry/core';
-import { getDeadline, setDeadline } from '../../src/context';
+import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
 import { DeadlineNode } from '../../src/deadline';
 import { DeadlineCancelledError } from '../../src/errors';
 import type { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
@@ -45,21 +45,6 @@ function serverSpan(ctx: Context): Span | undefined {
   return getRPCMetadata(ctx)?.span;
 }
 
-/**
- * A context without any deadline a global propagator may have extracted from
- * this request's headers: ours is authoritative at the trust edge.
- */
-function withoutDeadline(ctx: Context): Context {
-  const bag = propagation.getBaggage(ctx);
-  // The baggage entry counts on its own: the W3C codec decodes values (such as
-  // percent-encoded digits) that our propagator refuses, and the entry would
-  // otherwise be passed on to the next hop as if this edge had accepted it.
-  const entry = bag?.getEntry(BAGGAGE_DEADLINE_KEY);
-  if (getDeadline(ctx) === undefined && entry === undefined) return ctx;
-  const stripped = ctx.deleteValue(DEADLINE_KEY);
-  return bag === undefined || entry === undefined ? stripped : propagation.setBaggage(stripped, bag.removeEntry(BAGGAGE_DEADLINE_KEY));
-}
-
 /** The deadline instrumentation-http's global propagator extracted from this very request, if any. */
 function extractedHere(ctx: Context): DeadlineNode | undefined {
   if (getRPCMetadata(ctx)?.type !== RPCType.HTTP) return undefined;
@@ -79,6 +64,10 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
   const extracted = extractedHere(ctx);
   const budget = incomingBudget(settings, host.serverPropagator, request, extracted);
   if (budget === undefined) {
+    // Ours is authoritative at the trust edge: drop whatever a global propagator
+    // extracted, the baggage entry included (the W3C codec decodes values, such
+    // as percent-encoded digits, that our propagator refuses, and the entry
+    // would otherwise go on to the next hop as if this edge had accepted it).
     const cleaned = withoutDeadline(ctx);
     return cleaned === ctx ? undefined : cleaned;
   }

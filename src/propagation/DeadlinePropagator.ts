@@ -6,7 +6,7 @@ import {
   type TextMapSetter,
 } from '@opentelemetry/api';
 import { isTracingSuppressed, W3CBaggagePropagator } from '@opentelemetry/core';
-import { getDeadline, isDeadlineOnlyBaggage, isInstrumentedCall, setDeadline } from '../context';
+import { getDeadline, isDeadlineOnlyBaggage, setDeadline } from '../context';
 import { DeadlineNode } from '../deadline';
 import { checkDuration, minCutoff, monotonicNow } from '../time';
 import {
@@ -84,11 +84,7 @@ export class DeadlinePropagator implements TextMapPropagator {
 
   inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void {
     try {
-      // Inside a call DeadlineInstrumentation guards, the headers are written
-      // already (an http or undici instrumentation injecting through a global
-      // propagator that includes this one would only add duplicates); a call
-      // its config excludes gets none.
-      if (isTracingSuppressed(ctx) || isInstrumentedCall(ctx)) return;
+      if (isTracingSuppressed(ctx)) return;
       const deadline = getDeadline(ctx);
       if (deadline === undefined) return;
       const atMs = String(Math.floor(deadline.expiresAtMs));
