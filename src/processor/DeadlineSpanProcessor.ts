@@ -24,6 +24,7 @@ import {
 } from '../attributes';
 import { lazyInstruments, type DeadlineInstruments } from './metrics';
 import type { ProcessedSpan, SdkSpanProcessor } from './sdk-types';
+import { countAdded, directAttributes, isNewKey, type AttributeMap } from './direct-attributes';
 
 export interface DeadlineSpanProcessorConfig {
   /** Where the metrics go. Default: the global MeterProvider at first use (a no-op if none). */
@@ -42,7 +43,33 @@ interface SpanState {
   startViolations: readonly DeadlineViolation[];
   /** Set once the end has been recorded. */
   finished: boolean;
+  /** Budget left when the span started. */
+  startRemainingMs: number;
+  /** The deadline's operation when the span started (a server adopts the extracted deadline under its own name). */
+  startOperation: string;
+  /** The start attributes are on the span already (see onStart); otherwise they are written with the end ones. */
+  startWritten: boolean;
 }
+
+/** Everything written on a span when it ends; undefined fields are not written. */
+interface EndRecord {
+  atMs?: number;
+  remainingMs?: number;
+  budgetMs?: number;
+  source?: string;
+  operation?: string;
+  wireSkewMs?: number;
+  queueDwellMs?: number;
+  remainingAtEndMs: number;
+  exceeded: boolean;
+  outcome?: string;
+  abortCode?: string;
+  abortReason?: string;
+  violation?: string;
+}
+
+/** The most attributes one EndRecord holds. */
+const MAX_END_RECORD_KEYS = 14;
 
 /** Histogram attributes per span kind, built once: this runs for every span. */
 const KIND_ATTRIBUTES: Record<number, Attributes> = Object.fromEntries(
@@ -75,9 +102,12 @@ function outcomeOf(deadline: Deadline): DeadlineOutcome {
  * and how it ended, and flags lateness so it can be found in a trace backend
  * with `deadline.late=true`. Ids and timings only: never bodies or arguments.
  *
- * End attributes are written in `onEnding` (sdk-trace-base 2.x and later).
- * On an SDK without `onEnding` only the start attributes reach the span; the
- * metrics are still recorded from `onEnd`.
+ * End attributes are written in `onEnding` (sdk-trace-base 2.x and later),
+ * and so are the start attributes, with the values taken at start: one write
+ * per span, which keeps the SDK's attribute map fast (see
+ * direct-attributes.ts). On an SDK without `onEnding` the start attributes are
+ * set at start and are all that reaches the span; the metrics are still
+ * recorded from `onEnd`.
  */
 export class DeadlineSpanProcessor implements SdkSpanProcessor {
   /**
@@ -92,6 +122,8 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   private readonly sealedSpanStates = new WeakMap<object, SpanState>();
   private readonly instruments: () => DeadlineInstruments;
   private readonly lateGraceMs: number;
+  /** Set by the first onEnding call: this SDK ends spans through it. */
+  private sdkCallsOnEnding = false;
 
   constructor(config: DeadlineSpanProcessorConfig = {}) {
     this.instruments = lazyInstruments(config.meterProvider);
@@ -102,15 +134,11 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const deadline = getDeadline(parentContext);
     if (deadline === undefined) return;
     const remaining = deadline.remainingMs();
-    // One setAttribute each: this runs for every span, and setAttributes
-    // would iterate an object literal built just for the call.
-    span.setAttribute(ATTR_DEADLINE_AT_MS, Math.floor(deadline.expiresAtMs));
-    span.setAttribute(ATTR_DEADLINE_REMAINING_MS, Math.floor(remaining));
-    span.setAttribute(ATTR_DEADLINE_BUDGET_MS, Math.round(deadline.budgetMs));
-    span.setAttribute(ATTR_DEADLINE_SOURCE, deadline.source);
-    span.setAttribute(ATTR_DEADLINE_OPERATION, deadline.operation);
-    if (deadline.wireSkewMs !== undefined) span.setAttribute(ATTR_DEADLINE_WIRE_SKEW_MS, deadline.wireSkewMs);
-    if (deadline.queueDwellMs !== undefined) span.setAttribute(ATTR_DEADLINE_QUEUE_DWELL_MS, deadline.queueDwellMs);
+    // Once the SDK has shown it calls onEnding, the start attributes wait for
+    // it and go on the span in one direct write (see direct-attributes.ts).
+    // Before that, and on an SDK without onEnding, they are set now.
+    const startWritten = !this.sdkCallsOnEnding;
+    if (startWritten) writeStartAttributes(span, deadline, remaining);
 
     const parentSpan = trace.getSpan(parentContext) as unknown as { ended?: boolean } | undefined;
     const parentDeadline = parentSpan === undefined ? undefined : this.stateOf(parentSpan)?.deadline;
@@ -126,11 +154,20 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     // Only in-process SDK spans can be compared; a remote parent has no `ended`. A
     // consumer runs after its producer span ended by design: that is not lateness.
     const localParent = parentDeadline !== undefined && span.kind !== SpanKind.CONSUMER ? parentSpan : undefined;
-    this.keepState(span, { deadline, parentSpan: localParent, startViolations, finished: false });
-    this.instruments().remaining.record(remaining, KIND_ATTRIBUTES[span.kind] ?? KIND_ATTRIBUTES[SpanKind.INTERNAL]);
+    this.keepState(span, {
+      deadline,
+      parentSpan: localParent,
+      startViolations,
+      finished: false,
+      startRemainingMs: remaining,
+      startOperation: deadline.operation,
+      startWritten,
+    });
+    this.instruments().remaining.record(remaining, KIND_ATTRIBUTES[span.kind] ?? KIND_ATTRIBUTES[SpanKind.INTERNAL], parentContext);
   }
 
   onEnding(span: ProcessedSpan): void {
+    this.sdkCallsOnEnding = true;
     const state = this.stateOf(span);
     if (state === undefined || state.finished) return;
     state.finished = true;
@@ -141,26 +178,35 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     // Signed: negative once the cutoff has passed.
     const left = remainingSigned(deadline);
     const remainingAtEnd = deadline instanceof DeadlineNode ? Math.max(0, left) : deadline.remainingMs();
-    span.setAttribute(ATTR_DEADLINE_REMAINING_AT_END_MS, Math.floor(remainingAtEnd));
-    span.setAttribute(ATTR_DEADLINE_EXCEEDED, remainingAtEnd <= 0);
-    if (preset === undefined) span.setAttribute(ATTR_DEADLINE_OUTCOME, outcome);
-
-    if (deadline.aborted && attributes[ATTR_DEADLINE_ABORT_CODE] === undefined) {
-      span.setAttribute(ATTR_DEADLINE_ABORT_CODE, abortCodeOf(deadline.abortReason));
-      span.setAttribute(ATTR_DEADLINE_ABORT_REASON, describeAbortReason(deadline.abortReason));
+    const record: EndRecord = { remainingAtEndMs: Math.floor(remainingAtEnd), exceeded: remainingAtEnd <= 0 };
+    if (!state.startWritten) {
+      record.atMs = Math.floor(deadline.expiresAtMs);
+      record.remainingMs = Math.floor(state.startRemainingMs);
+      record.budgetMs = Math.round(deadline.budgetMs);
+      record.source = deadline.source;
+      record.operation = state.startOperation;
+      record.wireSkewMs = deadline.wireSkewMs;
+      record.queueDwellMs = deadline.queueDwellMs;
     }
-    const abortCode = span.attributes[ATTR_DEADLINE_ABORT_CODE];
+    if (preset === undefined) record.outcome = outcome;
+
+    const presetCode = attributes[ATTR_DEADLINE_ABORT_CODE];
+    if (deadline.aborted && presetCode === undefined) {
+      record.abortCode = abortCodeOf(deadline.abortReason);
+      record.abortReason = describeAbortReason(deadline.abortReason);
+    }
+    const abortCode = presetCode ?? record.abortCode;
     if (typeof abortCode === 'string') this.instruments().aborts.add(1, { [ATTR_DEADLINE_ABORT_CODE]: abortCode });
 
     const violations = this.violationsAtEnd(state, outcome, -left);
     // Kept only for the comparison just made: do not hold the parent span alive.
     state.parentSpan = undefined;
     if (violations.length > 0) {
-      span.setAttribute(ATTR_DEADLINE_LATE, true);
-      span.setAttribute(ATTR_DEADLINE_VIOLATION, violations.join(','));
+      record.violation = violations.join(',');
       const counter = this.instruments().violations;
       for (const violation of violations) counter.add(1, { [ATTR_DEADLINE_VIOLATION]: violation });
     }
+    writeEndRecord(span, record);
   }
 
   onEnd(span: object): void {
@@ -201,6 +247,97 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     if (endedAfterDeadline) violations.push('ended_after_deadline');
     return violations;
   }
+}
+
+/** The start attributes, through setAttribute, for a span whose end may never reach onEnding. */
+function writeStartAttributes(span: ProcessedSpan, deadline: Deadline, remaining: number): void {
+  span.setAttribute(ATTR_DEADLINE_AT_MS, Math.floor(deadline.expiresAtMs));
+  span.setAttribute(ATTR_DEADLINE_REMAINING_MS, Math.floor(remaining));
+  span.setAttribute(ATTR_DEADLINE_BUDGET_MS, Math.round(deadline.budgetMs));
+  span.setAttribute(ATTR_DEADLINE_SOURCE, deadline.source);
+  span.setAttribute(ATTR_DEADLINE_OPERATION, deadline.operation);
+  if (deadline.wireSkewMs !== undefined) span.setAttribute(ATTR_DEADLINE_WIRE_SKEW_MS, deadline.wireSkewMs);
+  if (deadline.queueDwellMs !== undefined) span.setAttribute(ATTR_DEADLINE_QUEUE_DWELL_MS, deadline.queueDwellMs);
+}
+
+function longestString(record: EndRecord): number {
+  return Math.max(record.operation?.length ?? 0, record.abortReason?.length ?? 0, record.violation?.length ?? 0, record.abortCode?.length ?? 0);
+}
+
+/**
+ * Writes `record` on the span: directly into its attribute map when the SDK
+ * allows it (see direct-attributes.ts), else through setAttributes.
+ */
+function writeEndRecord(span: ProcessedSpan, record: EndRecord): void {
+  const direct = directAttributes(span, MAX_END_RECORD_KEYS, longestString(record));
+  if (direct === undefined) {
+    const attributes: AttributeMap = {};
+    fillAttributes(attributes, record);
+    span.setAttributes(attributes);
+    return;
+  }
+  countAdded(span, fillAttributes(direct, record));
+}
+
+/**
+ * Adds `record` to `target` and returns how many keys were new. Literal
+ * property names: V8 compiles these to named stores, which keep a map with
+ * many properties a fast object. `satisfies` ties each literal to its public
+ * constant.
+ */
+function fillAttributes(target: AttributeMap, record: EndRecord): number {
+  let added = 0;
+  if (record.atMs !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_AT_MS);
+    target['deadline.at_ms' satisfies typeof ATTR_DEADLINE_AT_MS] = record.atMs;
+  }
+  if (record.remainingMs !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_REMAINING_MS);
+    target['deadline.remaining_ms' satisfies typeof ATTR_DEADLINE_REMAINING_MS] = record.remainingMs;
+  }
+  if (record.budgetMs !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_BUDGET_MS);
+    target['deadline.budget_ms' satisfies typeof ATTR_DEADLINE_BUDGET_MS] = record.budgetMs;
+  }
+  if (record.source !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_SOURCE);
+    target['deadline.source' satisfies typeof ATTR_DEADLINE_SOURCE] = record.source;
+  }
+  if (record.operation !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_OPERATION);
+    target['deadline.operation' satisfies typeof ATTR_DEADLINE_OPERATION] = record.operation;
+  }
+  if (record.wireSkewMs !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_WIRE_SKEW_MS);
+    target['deadline.wire_skew_ms' satisfies typeof ATTR_DEADLINE_WIRE_SKEW_MS] = record.wireSkewMs;
+  }
+  if (record.queueDwellMs !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_QUEUE_DWELL_MS);
+    target['deadline.queue_dwell_ms' satisfies typeof ATTR_DEADLINE_QUEUE_DWELL_MS] = record.queueDwellMs;
+  }
+  added += isNewKey(target, ATTR_DEADLINE_REMAINING_AT_END_MS);
+  target['deadline.remaining_at_end_ms' satisfies typeof ATTR_DEADLINE_REMAINING_AT_END_MS] = record.remainingAtEndMs;
+  added += isNewKey(target, ATTR_DEADLINE_EXCEEDED);
+  target['deadline.exceeded' satisfies typeof ATTR_DEADLINE_EXCEEDED] = record.exceeded;
+  if (record.outcome !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_OUTCOME);
+    target['deadline.outcome' satisfies typeof ATTR_DEADLINE_OUTCOME] = record.outcome;
+  }
+  if (record.abortCode !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_ABORT_CODE);
+    target['deadline.abort.code' satisfies typeof ATTR_DEADLINE_ABORT_CODE] = record.abortCode;
+  }
+  if (record.abortReason !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_ABORT_REASON);
+    target['deadline.abort.reason' satisfies typeof ATTR_DEADLINE_ABORT_REASON] = record.abortReason;
+  }
+  if (record.violation !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_LATE);
+    target['deadline.late' satisfies typeof ATTR_DEADLINE_LATE] = true;
+    added += isNewKey(target, ATTR_DEADLINE_VIOLATION);
+    target['deadline.violation' satisfies typeof ATTR_DEADLINE_VIOLATION] = record.violation;
+  }
+  return added;
 }
 
 /** Milliseconds to the cutoff, negative once it has passed. */
