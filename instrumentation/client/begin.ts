@@ -1,7 +1,7 @@
 import { propagation, SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
-import { getDeadline, withoutDeadline } from '../../src/context';
+import { DELETE_BAGGAGE, getDeadline, setValueAndBaggage, withoutDeadline } from '../../src/context';
 import { DeadlineOnlyBaggage } from '../../src/deadline-baggage';
 import type { Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../../src/errors';
@@ -81,9 +81,8 @@ export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: C
  * to drop.
  */
 function transportContext(ctx: Context, call: OutgoingCall): Context {
-  const marked = ctx.setValue(CALL_KEY, call);
   const bag = propagation.getBaggage(ctx);
-  return bag instanceof DeadlineOnlyBaggage ? propagation.deleteBaggage(marked) : marked;
+  return bag instanceof DeadlineOnlyBaggage ? setValueAndBaggage(ctx, CALL_KEY, call, DELETE_BAGGAGE) : ctx.setValue(CALL_KEY, call);
 }
 
 /** The client span already covering this call, if the caller is inside one (an outer http instrumentation's). */

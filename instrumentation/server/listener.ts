@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { context, propagation, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
+import { context, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
 import { getRPCMetadata, RPCType } from '@opentelemetry/core';
 import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
 import { DeadlineNode } from '../../src/deadline';
@@ -10,7 +10,6 @@ import {
   ATTR_DEADLINE_ABORT_CODE,
   ATTR_DEADLINE_ABORT_REASON,
   ATTR_DEADLINE_OUTCOME,
-  BAGGAGE_DEADLINE_KEY,
 } from '../../src/attributes';
 import type { ResolvedConfig } from '../config';
 import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
@@ -25,9 +24,6 @@ export interface ServerHost {
 
 /** The operation name of the deadline a server request runs under. */
 export const SERVER_OPERATION = 'http.server';
-
-/** Same slot as src/context.ts: shared across copies of the package through Symbol.for. */
-const DEADLINE_KEY = Symbol.for('otel-deadline.context.deadline');
 
 type RequestListener = (this: unknown, request: IncomingMessage, response: ServerResponse) => unknown;
 
@@ -50,13 +46,6 @@ function extractedHere(ctx: Context): DeadlineNode | undefined {
   if (getRPCMetadata(ctx)?.type !== RPCType.HTTP) return undefined;
   const active = getDeadline(ctx);
   return active instanceof DeadlineNode && active.source === 'remote' ? active : undefined;
-}
-
-/** Like setDeadline, without rewriting the baggage when it already holds this cutoff. */
-function withDeadline(ctx: Context, deadline: DeadlineNode): Context {
-  const atMs = String(Math.floor(deadline.expiresAtMs));
-  if (propagation.getBaggage(ctx)?.getEntry(BAGGAGE_DEADLINE_KEY)?.value === atMs) return ctx.setValue(DEADLINE_KEY, deadline);
-  return setDeadline(ctx, deadline);
 }
 
 function admit(host: ServerHost, request: IncomingMessage, response: ServerResponse, ctx: Context): Admitted {
@@ -121,7 +110,7 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
   });
   if (adopted !== undefined) return undefined;
   // Replaces both the context slot and the baggage entry a global propagator set.
-  return withDeadline(ctx, deadline);
+  return setDeadline(ctx, deadline);
 }
 
 /** True when `server` may run listeners other than this one for the same request. */
