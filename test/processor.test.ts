@@ -248,8 +248,12 @@ describe('metrics', () => {
 });
 
 describe('how the attributes are written', () => {
-  /** A provider of its own, with `limits` and this processor, or a copy of it that hides onEnding. */
-  function isolated(options: { limits?: Record<string, number>; hideOnEnding?: boolean } = {}) {
+  /**
+   * A provider of its own with `limits` and this processor (or a copy of it
+   * that hides onEnding), and a deadline context. Unless onEnding is hidden, a
+   * first span has ended, so the processor knows the SDK calls onEnding.
+   */
+  function isolated(options: { limits?: Record<string, number>; hideOnEnding?: boolean; operation?: string } = {}) {
     const processor = new DeadlineSpanProcessor();
     const withoutOnEnding = {
       onStart: processor.onStart.bind(processor),
@@ -262,99 +266,89 @@ describe('how the attributes are written', () => {
       spanLimits: options.limits,
       spanProcessors: [options.hideOnEnding ? withoutOnEnding : processor, new SimpleSpanProcessor(exporter)],
     });
-    return { tracer: provider.getTracer('isolated'), exporter, provider };
+    const tracer = provider.getTracer('isolated');
+    const deadline = openDeadline({ operation: options.operation ?? 'request', timeoutMs: 1_000, parent: null });
+    const ctx = setDeadline(ROOT_CONTEXT, deadline);
+    if (!options.hideOnEnding) tracer.startSpan('first', {}, ctx).end();
+    return {
+      tracer,
+      ctx,
+      finished: (name: string) => exporter.getFinishedSpans().find((s) => s.name === name)!,
+      async close() {
+        deadline.dispose();
+        await provider.shutdown();
+      },
+    };
   }
   const ownAttributes = (count: number) => Object.fromEntries(Array.from({ length: count }, (_, i) => [`http.own.${i}`, i]));
 
   it('takes the start values when the span starts, though it writes them when the span ends', async () => {
-    const { tracer, exporter, provider } = isolated();
-    const d = openDeadline({ operation: 'request', timeoutMs: 1_000, parent: null });
-    const ctx = setDeadline(ROOT_CONTEXT, d);
-    tracer.startSpan('first', {}, ctx).end(); // the SDK shows it calls onEnding
+    const { tracer, ctx, finished, close } = isolated();
     const span = tracer.startSpan('later', {}, ctx);
     await sleep(60);
     span.end();
-    const a = exporter.getFinishedSpans().find((s) => s.name === 'later')!.attributes;
+    const a = finished('later').attributes;
     expect(Number(a['deadline.remaining_ms']) - Number(a['deadline.remaining_at_end_ms'])).toBeGreaterThanOrEqual(50);
     expect(a['deadline.operation']).toBe('request');
-    d.dispose();
-    await provider.shutdown();
+    await close();
   });
 
   it('sets the start attributes at start on an SDK that never calls onEnding', async () => {
-    const { tracer, exporter, provider } = isolated({ hideOnEnding: true });
-    const d = openDeadline({ operation: 'request', timeoutMs: 1_000, parent: null });
-    const live = tracer.startSpan('live', {}, setDeadline(ROOT_CONTEXT, d));
+    const { tracer, ctx, finished, close } = isolated({ hideOnEnding: true });
+    const live = tracer.startSpan('live', {}, ctx);
     // Readable while the span is still open: nothing waits for an end hook that will not come.
     expect((live as unknown as { attributes: Record<string, unknown> }).attributes['deadline.operation']).toBe('request');
     live.end();
-    const a = exporter.getFinishedSpans()[0].attributes;
+    const a = finished('live').attributes;
     expect(a['deadline.budget_ms']).toBe(1_000);
     expect(a['deadline.outcome']).toBeUndefined();
-    d.dispose();
-    await provider.shutdown();
+    await close();
   });
 
   it('keeps the SDK attribute count limit: what does not fit is dropped and counted as before', async () => {
-    const { tracer, exporter, provider } = isolated({ limits: { attributeCountLimit: 12 } });
-    const d = openDeadline({ operation: 'request', timeoutMs: 1_000, parent: null });
-    const ctx = setDeadline(ROOT_CONTEXT, d);
-    tracer.startSpan('first', {}, ctx).end();
+    const { tracer, ctx, finished, close } = isolated({ limits: { attributeCountLimit: 12 } });
     tracer.startSpan('crowded', { attributes: ownAttributes(8) }, ctx).end();
-    const crowded = exporter.getFinishedSpans().find((s) => s.name === 'crowded')!;
+    const crowded = finished('crowded');
     expect(Object.keys(crowded.attributes)).toHaveLength(12);
     // Ours are 8 here (at, remaining, budget, source, operation, remaining at end, exceeded, outcome): 4 fit.
     expect(crowded.droppedAttributesCount).toBe(4);
-    d.dispose();
-    await provider.shutdown();
+    await close();
   });
 
   it('counts what it writes directly, so the SDK reports nothing dropped when everything fits', async () => {
-    const { tracer, exporter, provider } = isolated({ limits: { attributeCountLimit: 40 } });
-    const d = openDeadline({ operation: 'request', timeoutMs: 1_000, parent: null });
-    const ctx = setDeadline(ROOT_CONTEXT, d);
-    tracer.startSpan('first', {}, ctx).end();
+    const { tracer, ctx, finished, close } = isolated({ limits: { attributeCountLimit: 40 } });
     const span = tracer.startSpan('roomy', { attributes: ownAttributes(20) }, ctx);
     span.end();
-    const roomy = exporter.getFinishedSpans().find((s) => s.name === 'roomy')!;
+    const roomy = finished('roomy');
     expect(Object.keys(roomy.attributes)).toHaveLength(28);
     expect(roomy.droppedAttributesCount).toBe(0);
     expect((span as unknown as { _attributesCount: number })._attributesCount).toBe(28);
-    d.dispose();
-    await provider.shutdown();
+    await close();
   });
 
   it('keeps the SDK value length limit: a long operation name is cut as setAttribute cuts it', async () => {
-    const { tracer, exporter, provider } = isolated({ limits: { attributeValueLengthLimit: 6 } });
-    const d = openDeadline({ operation: 'a-long-operation-name', timeoutMs: 1_000, parent: null });
-    const ctx = setDeadline(ROOT_CONTEXT, d);
-    tracer.startSpan('first', {}, ctx).end();
+    const { tracer, ctx, finished, close } = isolated({ limits: { attributeValueLengthLimit: 6 }, operation: 'a-long-operation-name' });
     tracer.startSpan('cut', {}, ctx).end();
-    const a = exporter.getFinishedSpans().find((s) => s.name === 'cut')!.attributes;
+    const a = finished('cut').attributes;
     expect(a['deadline.operation']).toBe('a-long');
     expect(a['deadline.outcome']).toBe('comple');
-    d.dispose();
-    await provider.shutdown();
+    await close();
   });
 
   it('leaves the attribute map of an http-sized span a fast V8 object', async () => {
     setFlagsFromString('--allow-natives-syntax');
     // Compiled after the flag is set; V8 then accepts the intrinsic.
     const hasFastProperties = new Function('o', 'return %HasFastProperties(o)') as (o: object) => boolean;
-    const { tracer, exporter, provider } = isolated();
-    const d = openDeadline({ operation: 'request', timeoutMs: 1_000, parent: null });
-    const ctx = setDeadline(ROOT_CONTEXT, d);
-    tracer.startSpan('first', {}, ctx).end();
+    const { tracer, ctx, finished, close } = isolated();
     // Like an undici client span: a dozen attributes of its own, some added after it started.
     const span = tracer.startSpan('client', { kind: SpanKind.CLIENT, attributes: ownAttributes(9) }, ctx);
     span.setAttributes({ 'http.response.status_code': 200, 'http.late.a': 1, 'http.late.b': 2 });
     const before = hasFastProperties((span as unknown as { attributes: object }).attributes);
     span.end();
-    const a = exporter.getFinishedSpans().find((s) => s.name === 'client')!.attributes;
+    const a = finished('client').attributes;
     expect(Object.keys(a).filter((k) => k.startsWith('deadline.'))).toHaveLength(8);
     expect(before).toBe(true);
     expect(hasFastProperties(a)).toBe(true);
-    d.dispose();
-    await provider.shutdown();
+    await close();
   });
 });

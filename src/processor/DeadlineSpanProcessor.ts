@@ -51,15 +51,21 @@ interface SpanState {
   startWritten: boolean;
 }
 
+/** The start attributes; undefined fields are not written. */
+interface StartValues {
+  atMs: number;
+  remainingMs: number;
+  budgetMs: number;
+  source: string;
+  operation: string;
+  wireSkewMs: number | undefined;
+  queueDwellMs: number | undefined;
+}
+
 /** Everything written on a span when it ends; undefined fields are not written. */
 interface EndRecord {
-  atMs?: number;
-  remainingMs?: number;
-  budgetMs?: number;
-  source?: string;
-  operation?: string;
-  wireSkewMs?: number;
-  queueDwellMs?: number;
+  /** The start attributes, unless they were set at start. */
+  start?: StartValues;
   remainingAtEndMs: number;
   exceeded: boolean;
   outcome?: string;
@@ -138,7 +144,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     // it and go on the span in one direct write (see direct-attributes.ts).
     // Before that, and on an SDK without onEnding, they are set now.
     const startWritten = !this.sdkCallsOnEnding;
-    if (startWritten) writeStartAttributes(span, deadline, remaining);
+    if (startWritten) writeStartAttributes(span, startValues(deadline, remaining, deadline.operation));
 
     const parentSpan = trace.getSpan(parentContext) as unknown as { ended?: boolean } | undefined;
     const parentDeadline = parentSpan === undefined ? undefined : this.stateOf(parentSpan)?.deadline;
@@ -179,15 +185,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const left = remainingSigned(deadline);
     const remainingAtEnd = deadline instanceof DeadlineNode ? Math.max(0, left) : deadline.remainingMs();
     const record: EndRecord = { remainingAtEndMs: Math.floor(remainingAtEnd), exceeded: remainingAtEnd <= 0 };
-    if (!state.startWritten) {
-      record.atMs = Math.floor(deadline.expiresAtMs);
-      record.remainingMs = Math.floor(state.startRemainingMs);
-      record.budgetMs = Math.round(deadline.budgetMs);
-      record.source = deadline.source;
-      record.operation = state.startOperation;
-      record.wireSkewMs = deadline.wireSkewMs;
-      record.queueDwellMs = deadline.queueDwellMs;
-    }
+    if (!state.startWritten) record.start = startValues(deadline, state.startRemainingMs, state.startOperation);
     if (preset === undefined) record.outcome = outcome;
 
     const presetCode = attributes[ATTR_DEADLINE_ABORT_CODE];
@@ -249,19 +247,27 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   }
 }
 
-/** The start attributes, through setAttribute, for a span whose end may never reach onEnding. */
-function writeStartAttributes(span: ProcessedSpan, deadline: Deadline, remaining: number): void {
-  span.setAttribute(ATTR_DEADLINE_AT_MS, Math.floor(deadline.expiresAtMs));
-  span.setAttribute(ATTR_DEADLINE_REMAINING_MS, Math.floor(remaining));
-  span.setAttribute(ATTR_DEADLINE_BUDGET_MS, Math.round(deadline.budgetMs));
-  span.setAttribute(ATTR_DEADLINE_SOURCE, deadline.source);
-  span.setAttribute(ATTR_DEADLINE_OPERATION, deadline.operation);
-  if (deadline.wireSkewMs !== undefined) span.setAttribute(ATTR_DEADLINE_WIRE_SKEW_MS, deadline.wireSkewMs);
-  if (deadline.queueDwellMs !== undefined) span.setAttribute(ATTR_DEADLINE_QUEUE_DWELL_MS, deadline.queueDwellMs);
+function startValues(deadline: Deadline, remaining: number, operation: string): StartValues {
+  return {
+    atMs: Math.floor(deadline.expiresAtMs),
+    remainingMs: Math.floor(remaining),
+    budgetMs: Math.round(deadline.budgetMs),
+    source: deadline.source,
+    operation,
+    wireSkewMs: deadline.wireSkewMs,
+    queueDwellMs: deadline.queueDwellMs,
+  };
+}
+
+/** The start attributes, through setAttributes, for a span whose end may never reach onEnding. */
+function writeStartAttributes(span: ProcessedSpan, start: StartValues): void {
+  const attributes: AttributeMap = {};
+  fillStartAttributes(attributes, start);
+  span.setAttributes(attributes);
 }
 
 function longestString(record: EndRecord): number {
-  return Math.max(record.operation?.length ?? 0, record.abortReason?.length ?? 0, record.violation?.length ?? 0, record.abortCode?.length ?? 0);
+  return Math.max(record.start?.operation.length ?? 0, record.abortReason?.length ?? 0, record.violation?.length ?? 0, record.abortCode?.length ?? 0);
 }
 
 /**
@@ -279,6 +285,29 @@ function writeEndRecord(span: ProcessedSpan, record: EndRecord): void {
   countAdded(span, fillAttributes(direct, record));
 }
 
+/** Adds the start attributes to `target` (see fillAttributes); returns how many keys were new. */
+function fillStartAttributes(target: AttributeMap, start: StartValues): number {
+  let added = isNewKey(target, ATTR_DEADLINE_AT_MS);
+  target['deadline.at_ms' satisfies typeof ATTR_DEADLINE_AT_MS] = start.atMs;
+  added += isNewKey(target, ATTR_DEADLINE_REMAINING_MS);
+  target['deadline.remaining_ms' satisfies typeof ATTR_DEADLINE_REMAINING_MS] = start.remainingMs;
+  added += isNewKey(target, ATTR_DEADLINE_BUDGET_MS);
+  target['deadline.budget_ms' satisfies typeof ATTR_DEADLINE_BUDGET_MS] = start.budgetMs;
+  added += isNewKey(target, ATTR_DEADLINE_SOURCE);
+  target['deadline.source' satisfies typeof ATTR_DEADLINE_SOURCE] = start.source;
+  added += isNewKey(target, ATTR_DEADLINE_OPERATION);
+  target['deadline.operation' satisfies typeof ATTR_DEADLINE_OPERATION] = start.operation;
+  if (start.wireSkewMs !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_WIRE_SKEW_MS);
+    target['deadline.wire_skew_ms' satisfies typeof ATTR_DEADLINE_WIRE_SKEW_MS] = start.wireSkewMs;
+  }
+  if (start.queueDwellMs !== undefined) {
+    added += isNewKey(target, ATTR_DEADLINE_QUEUE_DWELL_MS);
+    target['deadline.queue_dwell_ms' satisfies typeof ATTR_DEADLINE_QUEUE_DWELL_MS] = start.queueDwellMs;
+  }
+  return added;
+}
+
 /**
  * Adds `record` to `target` and returns how many keys were new. Literal
  * property names: V8 compiles these to named stores, which keep a map with
@@ -286,35 +315,7 @@ function writeEndRecord(span: ProcessedSpan, record: EndRecord): void {
  * constant.
  */
 function fillAttributes(target: AttributeMap, record: EndRecord): number {
-  let added = 0;
-  if (record.atMs !== undefined) {
-    added += isNewKey(target, ATTR_DEADLINE_AT_MS);
-    target['deadline.at_ms' satisfies typeof ATTR_DEADLINE_AT_MS] = record.atMs;
-  }
-  if (record.remainingMs !== undefined) {
-    added += isNewKey(target, ATTR_DEADLINE_REMAINING_MS);
-    target['deadline.remaining_ms' satisfies typeof ATTR_DEADLINE_REMAINING_MS] = record.remainingMs;
-  }
-  if (record.budgetMs !== undefined) {
-    added += isNewKey(target, ATTR_DEADLINE_BUDGET_MS);
-    target['deadline.budget_ms' satisfies typeof ATTR_DEADLINE_BUDGET_MS] = record.budgetMs;
-  }
-  if (record.source !== undefined) {
-    added += isNewKey(target, ATTR_DEADLINE_SOURCE);
-    target['deadline.source' satisfies typeof ATTR_DEADLINE_SOURCE] = record.source;
-  }
-  if (record.operation !== undefined) {
-    added += isNewKey(target, ATTR_DEADLINE_OPERATION);
-    target['deadline.operation' satisfies typeof ATTR_DEADLINE_OPERATION] = record.operation;
-  }
-  if (record.wireSkewMs !== undefined) {
-    added += isNewKey(target, ATTR_DEADLINE_WIRE_SKEW_MS);
-    target['deadline.wire_skew_ms' satisfies typeof ATTR_DEADLINE_WIRE_SKEW_MS] = record.wireSkewMs;
-  }
-  if (record.queueDwellMs !== undefined) {
-    added += isNewKey(target, ATTR_DEADLINE_QUEUE_DWELL_MS);
-    target['deadline.queue_dwell_ms' satisfies typeof ATTR_DEADLINE_QUEUE_DWELL_MS] = record.queueDwellMs;
-  }
+  let added = record.start === undefined ? 0 : fillStartAttributes(target, record.start);
   added += isNewKey(target, ATTR_DEADLINE_REMAINING_AT_END_MS);
   target['deadline.remaining_at_end_ms' satisfies typeof ATTR_DEADLINE_REMAINING_AT_END_MS] = record.remainingAtEndMs;
   added += isNewKey(target, ATTR_DEADLINE_EXCEEDED);
