@@ -3,6 +3,7 @@
 #   prometheus      promtool (alert rule unit tests) and the server (end-to-end alert check)
 #   chromium        headless rendering of the lineage timeline page
 #   docker-compose  `docker-compose config` validation of docker-compose.yml (no engine needed)
+#   redis-server, rabbitmq-server  the brokers the queue tests use (ensure-services.sh starts them)
 # Returns at once when every command is already on PATH.
 set -euo pipefail
 
@@ -10,6 +11,8 @@ need=()
 command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+[ -x /usr/sbin/rabbitmq-server ] || command -v rabbitmq-server >/dev/null 2>&1 || need+=(rabbitmq-server)
 
 if [ "${#need[@]}" -eq 0 ]; then
   exit 0
