@@ -3,7 +3,7 @@ import { context } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { getDeadline } from '../../src/context';
 import { CALL_KEY, IGNORED_CALL, type OutgoingCall } from './call';
-import { isDeadlineHeaderName, settleUndiciRequestHeaders } from './headers';
+import { isDeadlineHeaderName, repeatsDeadlineHeader, settleUndiciRequestHeaders } from './headers';
 import { RequestClassPatcher } from './request-class';
 import { isRejectReplyRaw } from './reply';
 
@@ -17,6 +17,13 @@ interface RequestState {
 
 interface RequestMessage {
   request: object;
+}
+type UndiciRequest = { headers?: unknown };
+
+/** True while a guarded call (ours, with the deadline headers in its options) is being dispatched. */
+function inGuardedCall(): boolean {
+  const marker = context.active().getValue(CALL_KEY) as OutgoingCall | typeof IGNORED_CALL | undefined;
+  return marker !== undefined && marker !== IGNORED_CALL && !marker.settled;
 }
 interface ResponseMessage extends RequestMessage {
   response?: { headers?: unknown[] };
@@ -41,7 +48,15 @@ export function subscribeUndiciChannels(): () => void {
   const stateOf = (request: object) => (request as Tracked)[stateKey];
   const callOf = (request: object) => stateOf(request)?.call;
   const requestClasses = new RequestClassPatcher({
-    dropHeader: (request, name) => stateOf(request)?.headersSettled === true && isDeadlineHeaderName(name),
+    dropHeader: (request, name, value) => {
+      if (!isDeadlineHeaderName(name)) return false;
+      if (stateOf(request)?.headersSettled === true) return true;
+      // A subscriber ahead of ours (instrumentation-undici registered before
+      // us) injects through a global propagator while the request is being
+      // created: for a guarded call, whose options carried the headers, that
+      // is a repeat. Dropped now, the list needs no rewrite in onCreate.
+      return inGuardedCall() && repeatsDeadlineHeader((request as UndiciRequest).headers, name, value);
+    },
     // undici calls a request's `onConnect` right before writing it. A request
     // that waited for a busy connection can get there after its cutoff while
     // a blocked event loop kept the abort timer from running: reading the

@@ -181,6 +181,35 @@ export function isDeadlineHeaderName(name: unknown): boolean {
   return typeof name === 'string' && deadlineNameOf(name) !== '';
 }
 
+/** True for a baggage value whose only member is the deadline entry (what the propagator writes without user baggage). */
+function isDeadlineOnlyBaggageValue(value: unknown): boolean {
+  if (typeof value !== 'string' || value.includes(',')) return false;
+  return value.split(/[=;]/, 1)[0].trim() === BAGGAGE_DEADLINE_KEY;
+}
+
+function hasDeadlineBaggageEntry(value: unknown): boolean {
+  return headerText(value).some((line) => line.split(',').some((entry) => entry.split(/[=;]/, 1)[0].trim() === BAGGAGE_DEADLINE_KEY));
+}
+
+/**
+ * True when appending `name: value` to a flat header list would only repeat a
+ * deadline header the list already carries: an `x-deadline-*` header that is
+ * there already, or a baggage line holding nothing but the deadline entry
+ * when a baggage line with that entry is there already. Dropping such a
+ * repeat as it is added leaves the list keepFirstDeadlineHeaders would make
+ * of it afterwards (the first value wins), without rewriting the list.
+ */
+export function repeatsDeadlineHeader(list: unknown, name: unknown, value: unknown): boolean {
+  const lower = deadlineNameOf(name);
+  if (lower === '' || !Array.isArray(list)) return false;
+  if (lower === HEADER_BAGGAGE && !isDeadlineOnlyBaggageValue(value)) return false;
+  for (let i = 0; i + 1 < list.length; i += 2) {
+    if (deadlineNameOf(list[i]) !== lower) continue;
+    if (lower !== HEADER_BAGGAGE || hasDeadlineBaggageEntry(list[i + 1])) return true;
+  }
+  return false;
+}
+
 /**
  * Keeps the first value of each deadline header in a flat list, merging
  * repeated `baggage` lines (first entry per key wins). Returns whether the

@@ -10,7 +10,7 @@ type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
 export interface RequestClassHooks {
   /** Return true to drop an `addHeader(name, value)` call (undici's addHeader appends, it never replaces). */
-  dropHeader(request: object, name: unknown): boolean;
+  dropHeader(request: object, name: unknown, value: unknown): boolean;
   /** Runs right before undici writes the request on a connection. */
   beforeWrite(request: object): void;
 }
@@ -38,7 +38,7 @@ export class RequestClassPatcher {
     const { hooks } = this;
     this.wrap(proto, 'addHeader', (original) =>
       function (this: unknown, name: unknown, value: unknown) {
-        if (isActive() && hooks.dropHeader(this as object, name)) return this;
+        if (isActive() && hooks.dropHeader(this as object, name, value)) return this;
         return original.call(this, name, value);
       },
     );

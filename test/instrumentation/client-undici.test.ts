@@ -1,8 +1,9 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { getEventListeners } from 'node:events';
 import { createRequire } from 'node:module';
 import { Writable, type Duplex } from 'node:stream';
 import { pipeline as pipelineAsync } from 'node:stream/promises';
-import { context } from '@opentelemetry/api';
+import { context, propagation } from '@opentelemetry/api';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -135,6 +136,54 @@ describe('undici under an active deadline', () => {
       expect(server.headerCount(index, 'x-deadline-remaining-ms')).toBe(1);
       expect(server.headerCount(index, 'x-deadline-at-ms')).toBe(1);
       expect(server.headerCount(index, 'baggage')).toBe(1);
+    });
+  });
+
+  it('drops the repeat a subscriber ahead of ours adds while the request is created, for fetch and undici', async () => {
+    // What instrumentation-undici does when it was registered first: inject through
+    // the global propagator (which includes ours) and addHeader each value, before our
+    // own create subscriber has seen the request. The probe sees the list right after.
+    instrumentation.disable();
+    type Created = { request: { headers: unknown[]; addHeader(name: string, value: string): unknown } };
+    const injectAhead = (message: unknown) => {
+      const { request } = message as Created;
+      const added: Record<string, string> = {};
+      propagation.inject(context.active(), added);
+      for (const [name, value] of Object.entries(added)) request.addHeader(name, value);
+    };
+    const lists: string[][] = [];
+    const probe = (message: unknown) => {
+      const { headers } = (message as Created).request;
+      lists.push(headers.filter((_value, i) => i % 2 === 0).map((name) => String(name).toLowerCase()));
+    };
+    diagnosticsChannel.subscribe('undici:request:create', injectAhead);
+    diagnosticsChannel.subscribe('undici:request:create', probe);
+    instrumentation.enable();
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+    try {
+      // Our hooks go on each undici copy's Request class with its first request.
+      await (await undici.request(`${server.url}/warm`)).body.text();
+      await (await fetch(`${server.url}/warm-fetch`)).text();
+      lists.length = 0;
+      server.arrivals.length = 0;
+      await under(deadline, async () => {
+        await (await undici.request(`${server.url}/ahead`)).body.text();
+        await (await undici.request(`${server.url}/ahead-options`, { headers: { 'x-user': '1' } })).body.text();
+        await (await fetch(`${server.url}/ahead-fetch`)).text();
+      });
+    } finally {
+      deadline.dispose();
+      diagnosticsChannel.unsubscribe('undici:request:create', injectAhead);
+      diagnosticsChannel.unsubscribe('undici:request:create', probe);
+    }
+    expect(lists).toHaveLength(3);
+    for (const names of lists) {
+      for (const name of ['x-deadline-remaining-ms', 'x-deadline-at-ms', 'baggage']) {
+        expect([name, names.filter((n) => n === name).length]).toEqual([name, 1]);
+      }
+    }
+    server.arrivals.forEach((_arrival, index) => {
+      for (const name of ['x-deadline-remaining-ms', 'x-deadline-at-ms', 'baggage']) expect(server.headerCount(index, name)).toBe(1);
     });
   });
 
