@@ -1,6 +1,7 @@
 import { context, defaultTextMapGetter, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DeadlineSpanProcessor, openDeadline, setDeadline, withDeadline } from '../src';
 import { aborted, installOtel, sleep, type TestOtel } from './helpers/otel';
@@ -218,6 +219,41 @@ describe('lateness', () => {
     expect(String(a['deadline.violation']).split(',')).toContain('started_after_expiry');
     expect(a['deadline.remaining_ms']).toBe(0);
     d.dispose();
+  });
+
+  it("compares a child that starts after its parent span ended with the parent's cutoff", () => {
+    const parent = openDeadline({ operation: 'parent', timeoutMs: 1_000, parent: null });
+    const parentContext = setDeadline(ROOT_CONTEXT, parent);
+    const parentSpan = tracer().startSpan('ended-parent', {}, parentContext);
+    parentSpan.end();
+    // Started after the parent ended: the same deadline is not later, a new root with a longer budget is.
+    const underParent = trace.setSpan(parentContext, parentSpan);
+    tracer().startSpan('same-deadline', {}, underParent).end();
+    const rogue = openDeadline({ operation: 'rogue', timeoutMs: 10_000, parent: null });
+    tracer().startSpan('longer-root', {}, setDeadline(underParent, rogue)).end();
+    const clamped = parent.child('clamped', 10_000);
+    tracer().startSpan('clamped-child', {}, setDeadline(underParent, clamped)).end();
+    for (const d of [clamped, rogue, parent]) d.dispose();
+    const violations = (name: string) => String(otel.span(name).attributes['deadline.violation']).split(',');
+    expect(violations('same-deadline')).toEqual(['ended_after_parent']);
+    expect(violations('longer-root')).toEqual(['later_than_parent', 'ended_after_parent']);
+    expect(violations('clamped-child')).toEqual(['ended_after_parent']);
+  });
+
+  it('lets go of the deadline once its span has ended, while the span waits to be exported', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const held = (() => {
+      const deadline = openDeadline({ operation: 'held', timeoutMs: 1_000, parent: null });
+      tracer().startSpan('held', {}, setDeadline(ROOT_CONTEXT, deadline)).end();
+      deadline.dispose();
+      return new WeakRef(deadline);
+    })();
+    await sleep(1);
+    gc();
+    // The in-memory exporter still holds the span, as a batch queue would.
+    expect(otel.span('held').attributes['deadline.outcome']).toBe('completed');
+    expect(held.deref()).toBeUndefined();
   });
 
   it('joins several violation kinds with commas', async () => {

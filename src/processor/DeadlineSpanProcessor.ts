@@ -37,8 +37,20 @@ export interface DeadlineSpanProcessorConfig {
   lateGraceMs?: number;
 }
 
-interface SpanState {
-  deadline: Deadline;
+/** Where a span's deadline ends, which is all its children compare against. */
+interface Cutoff {
+  /** On the monotonic clock, for this package's own deadlines. */
+  cutoffMono: number | undefined;
+  expiresAtMs: number;
+}
+
+interface SpanState extends Cutoff {
+  /**
+   * Until the span ends. Dropped then: an ended span can wait seconds in an
+   * exporter's queue, and would keep its deadline node (and what that holds)
+   * alive all that time; its children only need the cutoff.
+   */
+  deadline: Deadline | undefined;
   parentSpan: { ended?: boolean } | undefined;
   startViolations: readonly DeadlineViolation[];
   /** Set once the end has been recorded. */
@@ -93,9 +105,9 @@ const KIND_ATTRIBUTES: Record<number, Attributes> = Object.fromEntries(
 const NO_VIOLATIONS: readonly DeadlineViolation[] = Object.freeze([]);
 
 /** Compares on the monotonic clock when both are ours, so equal cutoffs compare exactly. */
-function isLaterThan(deadline: Deadline, other: Deadline): boolean {
-  if (deadline instanceof DeadlineNode && other instanceof DeadlineNode) return deadline.cutoffMono > other.cutoffMono;
-  return deadline.expiresAtMs > other.expiresAtMs;
+function isLaterThan(deadline: Deadline, parent: Cutoff): boolean {
+  if (deadline instanceof DeadlineNode && parent.cutoffMono !== undefined) return deadline.cutoffMono > parent.cutoffMono;
+  return deadline.expiresAtMs > parent.expiresAtMs;
 }
 
 function outcomeOf(deadline: Deadline): DeadlineOutcome {
@@ -147,8 +159,9 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     if (startWritten) writeStartAttributes(span, startValues(deadline, remaining, deadline.operation));
 
     const parentSpan = trace.getSpan(parentContext) as unknown as { ended?: boolean } | undefined;
-    const parentDeadline = parentSpan === undefined ? undefined : this.stateOf(parentSpan)?.deadline;
-    const later = parentDeadline !== undefined && parentDeadline !== deadline && isLaterThan(deadline, parentDeadline);
+    const parentState = parentSpan === undefined ? undefined : this.stateOf(parentSpan);
+    // The same deadline as the parent's has the same cutoff: never later.
+    const later = parentState !== undefined && parentState.deadline !== deadline && isLaterThan(deadline, parentState);
     let startViolations = NO_VIOLATIONS;
     if (later || remaining <= 0 || deadline.aborted) {
       const found: DeadlineViolation[] = later ? ['later_than_parent'] : [];
@@ -159,9 +172,11 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
 
     // Only in-process SDK spans can be compared; a remote parent has no `ended`. A
     // consumer runs after its producer span ended by design: that is not lateness.
-    const localParent = parentDeadline !== undefined && span.kind !== SpanKind.CONSUMER ? parentSpan : undefined;
+    const localParent = parentState !== undefined && span.kind !== SpanKind.CONSUMER ? parentSpan : undefined;
     this.keepState(span, {
       deadline,
+      cutoffMono: deadline instanceof DeadlineNode ? deadline.cutoffMono : undefined,
+      expiresAtMs: deadline.expiresAtMs,
       parentSpan: localParent,
       startViolations,
       finished: false,
@@ -175,9 +190,10 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   onEnding(span: ProcessedSpan): void {
     this.sdkCallsOnEnding = true;
     const state = this.stateOf(span);
-    if (state === undefined || state.finished) return;
+    if (state === undefined || state.finished || state.deadline === undefined) return;
     state.finished = true;
     const { deadline } = state;
+    state.deadline = undefined;
     const attributes = span.attributes;
     const preset = attributes[ATTR_DEADLINE_OUTCOME] as DeadlineOutcome | undefined;
     const outcome = preset ?? outcomeOf(deadline);
