@@ -5,11 +5,21 @@
 // plugin are added: 'propagator' (DeadlinePropagator in the global composite),
 // 'processor' (DeadlineSpanProcessor) and 'instrumentation' (DeadlineInstrumentation,
 // with its request hooks passed to the http and undici instrumentations).
+// 'floor' instead adds bare stand-ins for the least work the deadline contract
+// itself requires (bench/contract-floor.mjs), for comparison.
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
 
 export const ALL_PARTS = Object.freeze(['propagator', 'processor', 'instrumentation']);
+
+/**
+ * The batch processor's export interval (the SDK default, 5 s). The
+ * instruction-count benchmark runs 100 times slower under valgrind and sets it
+ * so high that batches leave only when full: a timer would otherwise fire a
+ * varying number of times per run and keep spans alive for varying times.
+ */
+const EXPORT_DELAY_MS = Number(process.env.BENCH_CHAIN_EXPORT_DELAY_MS ?? 5_000);
 
 /** Starts the SDK and both servers; resolves with the front server's port. */
 export async function startChain(parts) {
@@ -20,16 +30,20 @@ export async function startChain(parts) {
   const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
   const { UndiciInstrumentation } = require('@opentelemetry/instrumentation-undici');
   const lib = require('../dist/cjs/src/index.js');
+  const floor = has('floor') ? await import('./contract-floor.mjs') : undefined;
+  const floorHooks = floor?.floorHooks(require('@opentelemetry/api'));
 
   const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
   const deadline = has('instrumentation') ? new lib.DeadlineInstrumentation() : undefined;
   const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
   if (has('propagator')) propagators.push(new lib.DeadlinePropagator());
+  if (floor) propagators.push(new floor.FloorPropagator());
   const sdk = new NodeSDK({
     textMapPropagator: new CompositePropagator({ propagators }),
     spanProcessors: [
       ...(has('processor') ? [new lib.DeadlineSpanProcessor()] : []),
-      new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: 4_096 }),
+      ...(floor ? [new floor.FloorSpanProcessor()] : []),
+      new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: 4_096, scheduledDelayMillis: EXPORT_DELAY_MS }),
     ],
     instrumentations: [
       new HttpInstrumentation(deadline ? { requestHook: deadline.httpRequestHook } : {}),
@@ -43,13 +57,14 @@ export async function startChain(parts) {
 
   const listen = (handler) =>
     new Promise((resolve) => {
-      const server = http.createServer(handler);
+      const server = http.createServer(floorHooks ? floorHooks.serve(handler) : handler);
       server.keepAliveTimeout = 60_000;
       server.listen(0, '127.0.0.1', () => resolve(server));
     });
   const back = await listen((_req, res) => res.end('back'));
   const backUrl = `http://127.0.0.1:${back.address().port}/`;
   const front = await listen(async (_req, res) => {
+    const guard = floorHooks?.startCall();
     try {
       const { body } = await undici.request(backUrl);
       res.end(`front+${await body.text()}`);
@@ -57,6 +72,7 @@ export async function startChain(parts) {
       res.statusCode = 502;
       res.end(err.name);
     }
+    if (guard !== undefined) floorHooks.endCall(guard);
   });
   return front.address().port;
 }

@@ -13,6 +13,10 @@
 // slows both sides of a round alike, where the medians of each side alone would
 // mix fast and slow periods. Those medians are printed too.
 //
+// A third child, "floor", runs bare stand-ins for the least work the deadline
+// contract itself adds (bench/contract-floor.mjs): not the package, a
+// reference for how close to "without" any implementation could get.
+//
 // Prints a Markdown section between <!-- bench:http --> markers.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -28,7 +32,7 @@ const WARMUP_SECONDS = 2;
 
 /** Child: one chain, printing its front port as a JSON line once ready. */
 async function serve(mode) {
-  const port = await startChain(mode === 'with' ? ALL_PARTS : []);
+  const port = await startChain(mode === 'with' ? ALL_PARTS : mode === 'floor' ? ['floor'] : []);
   process.stdout.write(`${JSON.stringify({ port })}\n`);
   // CPU time spent by this process, for a per-request figure that machine load does not skew.
   process.on('message', () => {
@@ -71,14 +75,14 @@ async function load(autocannon, { child, port }, seconds) {
 
 async function drive() {
   const { default: autocannon } = await import('autocannon');
-  const modes = ['without', 'with'];
+  const modes = ['without', 'with', 'floor'];
   const children = Object.fromEntries(await Promise.all(modes.map(async (mode) => [mode, await startChild(mode)])));
   try {
     for (const mode of modes) await load(autocannon, children[mode], WARMUP_SECONDS);
-    const samples = { with: [], without: [] };
+    const samples = { with: [], without: [], floor: [] };
     for (let round = 0; round < ROUNDS; round++) {
-      // Alternate which goes first, so drift in machine load hits both alike.
-      const order = round % 2 === 0 ? modes : [...modes].reverse();
+      // Rotate which goes first, so drift in machine load hits every mode alike.
+      const order = modes.map((_, k) => modes[(k + round) % modes.length]);
       for (const mode of order) samples[mode].push(await load(autocannon, children[mode], ROUND_SECONDS));
     }
     const summary = Object.fromEntries(
@@ -93,10 +97,15 @@ async function drive() {
       ]),
     );
     // Per round: "with" over "without", measured back to back.
-    const paired = (pick) => median(samples.with.map((s, round) => pick(s) / pick(samples.without[round])));
+    const paired = (pick, mode = 'with') => median(samples[mode].map((s, round) => pick(s) / pick(samples.without[round])));
     const throughputRatio = paired((s) => s.rps);
     const p99Ratio = paired((s) => s.p99);
     const cpuRatio = paired((s) => s.cpuPerRequestUs);
+    const floorRatios = {
+      rps: paired((s) => s.rps, 'floor'),
+      p99: paired((s) => s.p99, 'floor'),
+      cpu: paired((s) => s.cpuPerRequestUs, 'floor'),
+    };
     const verdict = (ok) => (ok ? 'met' : 'NOT met');
     const lines = [
       '<!-- bench:http -->',
@@ -112,14 +121,18 @@ async function drive() {
       '| --- | ---: | ---: | ---: | ---: |',
       `| without | ${fmt(summary.without.rps)} | ${fmt(summary.without.p50, 1)} | ${fmt(summary.without.p99, 1)} | ${fmt(summary.without.cpu)} |`,
       `| with | ${fmt(summary.with.rps)} | ${fmt(summary.with.p50, 1)} | ${fmt(summary.with.p99, 1)} | ${fmt(summary.with.cpu)} |`,
+      `| contract floor (stand-ins, not the package) | ${fmt(summary.floor.rps)} | ${fmt(summary.floor.p50, 1)} | ${fmt(summary.floor.p99, 1)} | ${fmt(summary.floor.cpu)} |`,
       '',
       `Throughput ratio (with / without): **${fmt(throughputRatio, 3)}** (target ≥ 0.95: ${verdict(throughputRatio >= 0.95)}).`,
       `p99 latency ratio (with / without): **${fmt(p99Ratio, 3)}** (target ≤ 1.10: ${verdict(p99Ratio <= 1.1)}).`,
       `Server CPU per request (both hops, one process), with / without: **${fmt(cpuRatio, 3)}**`,
       '(not skewed by load from other processes, unlike req/s).',
+      `The contract floor (bench/contract-floor.mjs: the least work the deadline contract adds, as bare stand-ins`,
+      `without validation or abort handling) over without, same estimator: throughput **${fmt(floorRatios.rps, 3)}**,`,
+      `p99 **${fmt(floorRatios.p99, 3)}**, CPU **${fmt(floorRatios.cpu, 3)}**.`,
       `Ratios of the medians instead: throughput ${fmt(summary.with.rps / summary.without.rps, 3)}, p99 ${fmt(summary.with.p99 / summary.without.p99, 3)}, CPU ${fmt(summary.with.cpu / summary.without.cpu, 3)}.`,
       '',
-      `Per round, req/s without: ${samples.without.map((s) => fmt(s.rps)).join(', ')}; with: ${samples.with.map((s) => fmt(s.rps)).join(', ')}.`,
+      `Per round, req/s without: ${samples.without.map((s) => fmt(s.rps)).join(', ')}; with: ${samples.with.map((s) => fmt(s.rps)).join(', ')}; floor: ${samples.floor.map((s) => fmt(s.rps)).join(', ')}.`,
       '<!-- /bench:http -->',
     ];
     console.log(lines.join('\n'));
