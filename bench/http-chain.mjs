@@ -20,6 +20,8 @@ export const ALL_PARTS = Object.freeze(['propagator', 'processor', 'instrumentat
  * varying number of times per run and keep spans alive for varying times.
  */
 const EXPORT_DELAY_MS = Number(process.env.BENCH_CHAIN_EXPORT_DELAY_MS ?? 5_000);
+/** Spans per export batch; a full batch leaves at once. The instruction count uses the SDK default, 512. */
+const EXPORT_BATCH = Number(process.env.BENCH_CHAIN_EXPORT_BATCH ?? 4_096);
 
 /** Starts the SDK and both servers; resolves with the front server's port. */
 export async function startChain(parts) {
@@ -43,7 +45,7 @@ export async function startChain(parts) {
     spanProcessors: [
       ...(has('processor') ? [new lib.DeadlineSpanProcessor()] : []),
       ...(floor ? [new floor.FloorSpanProcessor()] : []),
-      new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: 4_096, scheduledDelayMillis: EXPORT_DELAY_MS }),
+      new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: EXPORT_BATCH, scheduledDelayMillis: EXPORT_DELAY_MS }),
     ],
     instrumentations: [
       new HttpInstrumentation(deadline ? { requestHook: deadline.httpRequestHook } : {}),
