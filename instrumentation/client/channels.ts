@@ -18,15 +18,16 @@ interface RequestState {
 interface RequestMessage {
   request: object;
 }
+interface ResponseMessage extends RequestMessage {
+  response?: { headers?: unknown[] };
+}
+
 type UndiciRequest = { headers?: unknown };
 
 /** True while a guarded call (ours, with the deadline headers in its options) is being dispatched. */
 function inGuardedCall(): boolean {
   const marker = context.active().getValue(CALL_KEY) as OutgoingCall | typeof IGNORED_CALL | undefined;
   return marker !== undefined && marker !== IGNORED_CALL && !marker.settled;
-}
-interface ResponseMessage extends RequestMessage {
-  response?: { headers?: unknown[] };
 }
 
 /**
