@@ -84,20 +84,8 @@ function headerText(value: unknown): string[] {
   return value === undefined || value === null ? [] : [String(value)];
 }
 
-/** Only the deadline headers, injected straight into the object the call sends; undefined without a deadline. */
-function deadlineHeadersOnly(ctx: Context): Record<string, unknown> | undefined {
-  const out: Record<string, string> = {};
-  propagator.inject(ctx, out, defaultTextMapSetter);
-  return out[HEADER_REMAINING_MS] !== undefined && out[HEADER_AT_MS] !== undefined && out[HEADER_BAGGAGE] !== undefined ? out : undefined;
-}
-
 /** A copy of a node:http headers object with the deadline headers set. */
 export function withDeadlineHeaders(headers: Record<string, unknown> | undefined, ctx: Context): Record<string, unknown> | undefined {
-  // The usual call gives no headers of its own: nothing to merge, one object.
-  if (headers === undefined) {
-    const only = deadlineHeadersOnly(ctx);
-    if (only !== undefined) return only;
-  }
   const values = valuesFor(ctx);
   if (values === undefined) return headers;
   const out: Record<string, unknown> = {};
