@@ -34,6 +34,11 @@ function valuesFor(ctx: Context): DeadlineHeaderValues | undefined {
   return { remaining, atMs, baggage: out[HEADER_BAGGAGE] ?? `${BAGGAGE_DEADLINE_KEY}=${atMs}` };
 }
 
+/** The key of one baggage member (`key=value;properties`). */
+function baggageKeyOf(member: string): string {
+  return member.split(/[=;]/, 1)[0].trim();
+}
+
 /** The members of baggage header values, without any deadline entry. */
 function entriesWithoutDeadline(existing: readonly string[]): string[] {
   const entries: string[] = [];
@@ -41,7 +46,7 @@ function entriesWithoutDeadline(existing: readonly string[]): string[] {
     for (const entry of value.split(',')) {
       const trimmed = entry.trim();
       if (trimmed.length === 0) continue;
-      const key = trimmed.split(/[=;]/, 1)[0].trim();
+      const key = baggageKeyOf(trimmed);
       if (key !== BAGGAGE_DEADLINE_KEY) entries.push(trimmed);
     }
   }
@@ -184,11 +189,11 @@ export function isDeadlineHeaderName(name: unknown): boolean {
 /** True for a baggage value whose only member is the deadline entry (what the propagator writes without user baggage). */
 function isDeadlineOnlyBaggageValue(value: unknown): boolean {
   if (typeof value !== 'string' || value.includes(',')) return false;
-  return value.split(/[=;]/, 1)[0].trim() === BAGGAGE_DEADLINE_KEY;
+  return baggageKeyOf(value) === BAGGAGE_DEADLINE_KEY;
 }
 
 function hasDeadlineBaggageEntry(value: unknown): boolean {
-  return headerText(value).some((line) => line.split(',').some((entry) => entry.split(/[=;]/, 1)[0].trim() === BAGGAGE_DEADLINE_KEY));
+  return headerText(value).some((line) => line.split(',').some((member) => baggageKeyOf(member) === BAGGAGE_DEADLINE_KEY));
 }
 
 /**
@@ -257,7 +262,7 @@ function firstEntryPerKey(values: readonly string[]): string {
   for (const value of values) {
     for (const entry of value.split(',')) {
       const trimmed = entry.trim();
-      const key = trimmed.split(/[=;]/, 1)[0].trim();
+      const key = baggageKeyOf(trimmed);
       if (trimmed.length === 0 || keys.has(key)) continue;
       keys.add(key);
       entries.push(trimmed);
