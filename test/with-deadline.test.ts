@@ -9,6 +9,7 @@ import {
   withDeadline,
   type Deadline,
 } from '../src';
+import { untilPassed } from './helpers/clock';
 import { installOtel, sleep, type TestOtel } from './helpers/otel';
 
 let otel: TestOtel;
@@ -79,7 +80,7 @@ describe('withDeadline', () => {
 
   it('refuses under an expired parent with DeadlineExceededError', async () => {
     const parent = openDeadline({ operation: 'p', timeoutMs: 5, parent: null });
-    await sleep(15);
+    await untilPassed(parent);
     await expect(
       context.with(setDeadline(context.active(), parent), () => withDeadline({ operation: 'late', timeoutMs: 100 }, () => 1)),
     ).rejects.toBeInstanceOf(DeadlineExceededError);

@@ -6,9 +6,11 @@ import {
   getDeadline,
   InsufficientBudgetError,
   openDeadline,
+  type ManagedDeadline,
   withAdmission,
   withDeadline,
 } from '../../src';
+import { passedDeadline } from '../helpers/clock';
 import { installOtel, sleep, type TestOtel } from '../helpers/otel';
 import { reply, startDependency, type FakeDependency } from './fixtures';
 
@@ -40,15 +42,14 @@ describe('admit', () => {
     d.dispose();
   });
 
-  const refusals: [string, number, object, () => ReturnType<typeof openDeadline>, unknown][] = [
+  const refusals: [string, number, object, () => ManagedDeadline | Promise<ManagedDeadline>, unknown][] = [
     ['too little usable after the reserve', 500, { reserveMs: 300 }, () => openDeadline({ operation: 'r', timeoutMs: 700, parent: null }), InsufficientBudgetError],
     ['nothing usable at all', 0, { reserveMs: 800 }, () => openDeadline({ operation: 'r', timeoutMs: 700, parent: null }), InsufficientBudgetError],
-    ['a passed deadline', 0, {}, () => openDeadline({ operation: 'r', expiresAtMs: Date.now() + 1, parent: null }), DeadlineExceededError],
+    ['a passed deadline', 0, {}, () => passedDeadline('r'), DeadlineExceededError],
     ['a cancelled deadline', 0, {}, cancelledAfterOpening, DeadlineCancelledError],
   ];
   it.each(refusals)('throws for %s', async (_name, minUsefulMs, options, make, type) => {
-    const d = make();
-    await sleep(5);
+    const d = await make();
     expect(() => admit(minUsefulMs, { ...options, deadline: d })).toThrow(type as never);
     d.dispose();
   });
@@ -89,6 +90,7 @@ describe('withAdmission: keeping 300 ms to serialize a partial answer', () => {
     });
     expect(answer.status).toBe('partial');
     expect(answer.parts).toEqual(['facts']);
+    // About 600 ms are left when the enrichment is refused; an enrichment that ran would eat down to the 300 ms reserve.
     expect(answer.leftMs).toBeGreaterThan(250);
     expect(enrichment.arrivals).toHaveLength(0);
     const skipped = otel.span('enrichment');

@@ -13,6 +13,7 @@ import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeadlineExceededError, DeadlineInstrumentation, getDeadline, withDeadline } from '../../src';
+import { untilPassed } from '../helpers/clock';
 import { aborted, installOtel, sleep, type TestOtel } from '../helpers/otel';
 
 const load = createRequire(import.meta.url);
@@ -230,8 +231,8 @@ describe('A → B (fetch) → C (undici) → D (http.request)', () => {
 });
 
 it('refuses at the edge with DeadlineExceededError when the budget is gone', async () => {
-  const error = await withDeadline({ operation: 'edge', timeoutMs: 5, parent: null }, async () => {
-    await sleep(20);
+  const error = await withDeadline({ operation: 'edge', timeoutMs: 5, parent: null }, async (d) => {
+    await untilPassed(d);
     return fetch(`${url.A}/ok`);
   }).catch((err: unknown) => err);
   expect(error).toBeInstanceOf(DeadlineExceededError);

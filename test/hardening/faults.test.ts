@@ -193,6 +193,8 @@ describe.each(TRANSPORTS)('%s: a downstream that', (transport) => {
     const { result, deadline, ms } = await underDeadline(BUDGET_MS, () => call(transport, '/hang'));
     expect(result).toBeInstanceOf(DeadlineExceededError);
     expect(server.arrivals).toHaveLength(1);
+    // Measured from before the open on the deadline's own clock, so never short of the budget (5 ms spare for
+    // rounding); /hang never answers, so only the cut ends the call, within 2 s on a loaded machine.
     expect(ms).toBeGreaterThanOrEqual(BUDGET_MS - 5);
     expect(ms).toBeLessThan(BUDGET_MS + 2_000);
     const [span] = await endedClientSpans(transport, 1);
@@ -211,6 +213,7 @@ describe.each(TRANSPORTS)('%s: a downstream that', (transport) => {
     });
     expect(result).toBeInstanceOf(DeadlineExceededError);
     expect(headersAtMs).toBeGreaterThan(0);
+    // As above: /stall never ends its body, so only the cut ends the read.
     expect(ms).toBeGreaterThanOrEqual(BUDGET_MS - 5);
     expect(ms).toBeLessThan(BUDGET_MS + 2_000);
     const [span] = await endedClientSpans(transport, 1);
@@ -223,6 +226,7 @@ describe.each(TRANSPORTS)('%s: a downstream that', (transport) => {
     expect(isDeadlineError(result)).toBe(false);
     const codes = [(result as { code?: string }).code, ((result as Error).cause as { code?: string } | undefined)?.code];
     expect(codes.some((code) => code === 'ECONNRESET' || code === 'UND_ERR_SOCKET')).toBe(true);
+    // A reset fails at once; 2.5 s is half the 5 s budget, so the call did not wait for the cutoff.
     expect(ms).toBeLessThan(2_500);
     expect(deadline.aborted).toBe(false);
     // node:http emits 'close' a moment after the reset's 'error'; the call lets go of the signal then.

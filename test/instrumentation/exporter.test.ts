@@ -6,7 +6,8 @@ import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-tra
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeadlineInstrumentation, openDeadline, setDeadline } from '../../src';
 import { startOtlpReceiver, type OtlpReceiver } from '../../src/lineage/receiver';
-import { installOtel, sleep, type TestOtel } from '../helpers/otel';
+import { passedDeadline, untilPassed } from '../helpers/clock';
+import { installOtel, type TestOtel } from '../helpers/otel';
 import { startCountingServer, type CountingServer } from './helpers/servers';
 
 let otel: TestOtel;
@@ -36,7 +37,7 @@ describe('traffic that must never be refused, aborted or delayed', () => {
     const deadline = openDeadline({ operation: 'root', timeoutMs: 20, parent: null });
     await context.with(setDeadline(context.active(), deadline), async () => {
       const span = provider.getTracer('late-work').startSpan('late');
-      await sleep(50);
+      await untilPassed(deadline);
       // SimpleSpanProcessor exports right here, in this (expired) deadline's context.
       span.end();
     });
@@ -48,8 +49,7 @@ describe('traffic that must never be refused, aborted or delayed', () => {
   });
 
   it('passes calls made with tracing suppressed through untouched, even past the cutoff', async () => {
-    const deadline = openDeadline({ operation: 'root', timeoutMs: 10, parent: null });
-    await sleep(30);
+    const deadline = await passedDeadline('root');
     const ctx = suppressTracing(setDeadline(context.active(), deadline));
     const res = await context.with(ctx, () => fetch(`${server.url}/internal`));
     expect(await res.text()).toBe('ok');

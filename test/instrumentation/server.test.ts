@@ -71,10 +71,12 @@ const ok = (_req: IncomingMessage, res: ServerResponse) => res.end('ok');
 describe('server: the handler runs under the deadline its caller sent', () => {
   it('takes the remaining time from the headers', async () => {
     await withServer(ok, async (url, seen) => {
+      const started = performance.now();
       await send(url, { 'x-deadline-remaining-ms': '3000' });
       expect(seen[0].deadline?.source).toBe('remote');
+      // The 3 s the header gave, less at most the round trip: the handler ran inside it.
       expect(seen[0].remainingMs).toBeLessThanOrEqual(3_000);
-      expect(seen[0].remainingMs).toBeGreaterThan(2_000);
+      expect(seen[0].remainingMs).toBeGreaterThanOrEqual(3_000 - (performance.now() - started));
     });
   });
 
