@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { checkDuration } from '../src/time';
+import { checkBudget, checkDuration } from '../src/time';
 import type { DeadlineInstrumentationConfig, DeadlineMode, OutgoingRequestInfo } from './types';
 
 /** The config with defaults applied and every value checked once, up front. */
@@ -19,6 +19,19 @@ function optionalDuration(name: string, value: unknown): number | undefined {
   return value === undefined ? undefined : checkDuration(name, value);
 }
 
+function optionalBudget(name: string, value: unknown): number | undefined {
+  return value === undefined ? undefined : checkBudget(name, value);
+}
+
+/**
+ * The cap on what a caller may ask for. Without `maxIncomingMs`, a set
+ * `defaultTimeoutMs` is the cap too: otherwise any caller could bypass the
+ * default budget by asking for more (`grpc-timeout: 99999999H`).
+ */
+export function effectiveMaxIncomingMs(maxIncomingMs: number | undefined, defaultTimeoutMs: number | undefined): number | undefined {
+  return maxIncomingMs ?? defaultTimeoutMs;
+}
+
 function optionalFunction<T>(name: string, value: unknown): T | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'function') throw new TypeError(`${name} must be a function`);
@@ -32,11 +45,12 @@ export function resolveConfig(config: DeadlineInstrumentationConfig): ResolvedCo
   if (!Number.isInteger(status) || status < 400 || status > 599) {
     throw new RangeError(`rejectStatusCode must be an integer from 400 to 599, got ${String(status)}`);
   }
+  const defaultTimeoutMs = optionalBudget('defaultTimeoutMs', config.defaultTimeoutMs);
   return {
     mode,
     minUsefulMs: optionalDuration('minUsefulMs', config.minUsefulMs) ?? 0,
-    maxIncomingMs: optionalDuration('maxIncomingMs', config.maxIncomingMs),
-    defaultTimeoutMs: optionalDuration('defaultTimeoutMs', config.defaultTimeoutMs),
+    maxIncomingMs: effectiveMaxIncomingMs(optionalDuration('maxIncomingMs', config.maxIncomingMs), defaultTimeoutMs),
+    defaultTimeoutMs,
     trustIncoming: optionalFunction('trustIncoming', config.trustIncoming),
     rejectStatusCode: status,
     ignoreOutgoingRequest: optionalFunction('ignoreOutgoingRequest', config.ignoreOutgoingRequest),

@@ -17,6 +17,7 @@ import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
 import { DeadlineSpanProcessor } from '../src/processor/DeadlineSpanProcessor';
 import { createBatchSpanProcessor } from './batch-processor';
 import { DeadlineInstrumentation } from './DeadlineInstrumentation';
+import { effectiveMaxIncomingMs } from './config';
 import { configFromEnv } from './env';
 import type { DeadlineInstrumentationConfig } from './types';
 
@@ -35,7 +36,7 @@ function createSdk(config: DeadlineInstrumentationConfig): NodeSDK {
       propagators: [
         new W3CTraceContextPropagator(),
         new W3CBaggagePropagator(),
-        new DeadlinePropagator({ maxIncomingMs: config.maxIncomingMs }),
+        new DeadlinePropagator({ maxIncomingMs: effectiveMaxIncomingMs(config.maxIncomingMs, config.defaultTimeoutMs) }),
       ],
     }),
     spanProcessors: [new DeadlineSpanProcessor(), createBatchSpanProcessor(new OTLPTraceExporter())],

@@ -23,7 +23,11 @@ export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
    * incoming requests are rejected early on the same rule. Default 0.
    */
   minUsefulMs?: number;
-  /** Caps the deadline an incoming request can ask for, in ms. Default: no cap. */
+  /**
+   * Caps the deadline an incoming request can ask for, in ms. Default:
+   * `defaultTimeoutMs` when that is set (a caller may ask for less, never
+   * more), else MAX_DEADLINE_MS (100 days).
+   */
   maxIncomingMs?: number;
   /** A deadline, in ms, for incoming requests that arrive without one. Default: none. */
   defaultTimeoutMs?: number;

@@ -1,7 +1,11 @@
+import { getEventListeners } from 'node:events';
+import { diag } from '@opentelemetry/api';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from './errors';
 import {
+  checkBudget,
   checkDuration,
   checkEpoch,
+  MAX_DEADLINE_MS,
   epochToMonotonic,
   minCutoff,
   monotonicNow,
@@ -92,14 +96,18 @@ function noop(): void {}
 function notify(subscriber: (reason: unknown) => void, reason: unknown): void {
   try {
     subscriber(reason);
-  } catch {
-    // Same as an AbortSignal listener that throws: reported nowhere, stops nothing.
+  } catch (err) {
+    // Same as an AbortSignal listener that throws: it stops nothing, but say so.
+    diag.debug('otel-deadline: an abort subscriber threw', err);
   }
 }
 
 /**
  * Subscribes to a deadline's abort: through the light path for this
  * package's own deadlines, through the signal for any other implementation.
+ * The subscription keeps the deadline enforced (its timer and its link to
+ * the ancestors' cancellation) until it is undone, even after the deadline is
+ * disposed: unsubscribe when the guarded work settles.
  */
 export function onDeadlineAbort(deadline: Deadline, listener: (reason: unknown) => void): () => void {
   if (deadline instanceof DeadlineNode) return deadline.subscribe(listener);
@@ -116,17 +124,28 @@ export function onDeadlineAbort(deadline: Deadline, listener: (reason: unknown) 
 /**
  * One node in the deadline tree.
  *
- * Everything costly is lazy. A node that nobody asks for a signal holds no
- * timer, no controller and no listener, and is not referenced by its parent,
- * so millions of short children under a long-lived root leave nothing behind.
- * Abort state is computed on demand from the parent chain, the extra signal
- * and the clock.
+ * Abort state is derived on demand from the clock and from the "watch
+ * points" above: the nodes whose abort can come from something other than
+ * the clock (a root, a deadline that arrived from elsewhere, one with an
+ * extra `signal`, one under a foreign Deadline). A child's cutoff is never
+ * later than its parent's, so the clock needs no walk at all; cancellation
+ * needs a walk over the watch points only, which a child links to when it is
+ * opened. Opening a child therefore costs O(1) however deep the tree is, and
+ * nothing recurses in proportion to depth.
  *
- * Asking for `signal` "arms" the node: it gets an unref'd timer at its own
- * cutoff and registers in its nearest live ancestor's child set, so that an
- * ancestor's abort reaches it with the same reason object. Disposal undoes
- * exactly that. No AbortSignal.any: on Node 20 it leaks dependants on a
- * long-lived parent (nodejs/node#54614).
+ * Everything costly is lazy. A node that nobody subscribes to and nobody asks
+ * for a signal holds no timer, no controller and no listener, and is not
+ * referenced by anything above it, so millions of short children under a
+ * long-lived root leave nothing behind.
+ *
+ * Subscribing or asking for `signal` "arms" the node: it registers with the
+ * nearest watch point above (arming that one too), which pushes its abort
+ * down with the same reason object, and it gets an unref'd timer at its own
+ * cutoff. `dispose()` ends the scope's claim only: the node stays armed while
+ * anything still holds it (a subscriber, an armed descendant, a signal with
+ * listeners), so a call in flight is still cut at the cutoff after the scope
+ * that started it has returned. No AbortSignal.any: on Node 20 it leaks
+ * dependants on a long-lived parent (nodejs/node#54614).
  */
 export class DeadlineNode implements ManagedDeadline {
   private operationName: string;
@@ -139,8 +158,15 @@ export class DeadlineNode implements ManagedDeadline {
   /** @internal the cutoff on the monotonic clock */
   readonly cutoffMono: number;
 
-  private readonly parentNode: DeadlineNode | undefined;
   private readonly extraSignal: AbortSignal | undefined;
+  /** A parent that is not one of ours (another copy of this package, or a user implementation). */
+  private readonly foreignParent: Deadline | undefined;
+  /** The topmost node up the chain with this same cutoff: every node sharing it shares its expiry reason. */
+  private readonly cutoffOwner: DeadlineNode;
+  /** The nearest watch point at or above this node. */
+  private readonly watch: DeadlineNode | undefined;
+  /** The nearest watch point strictly above this node: the one an armed node registers with. */
+  private readonly watchAbove: DeadlineNode | undefined;
   private reason: unknown = NOT_ABORTED;
   private controller: AbortController | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -158,10 +184,15 @@ export class DeadlineNode implements ManagedDeadline {
     this.source = init.source;
     this.budgetMs = init.budgetMs;
     this.parent = init.parent;
-    this.parentNode = init.parent instanceof DeadlineNode ? init.parent : undefined;
     this.extraSignal = init.signal;
     this.wireSkewMs = init.wireSkewMs;
     this.queueDwellMs = init.queueDwellMs;
+    const parentNode = init.parent instanceof DeadlineNode ? init.parent : undefined;
+    this.foreignParent = parentNode === undefined ? init.parent : undefined;
+    this.cutoffOwner = parentNode !== undefined && parentNode.cutoffMono === init.cutoffMono ? parentNode.cutoffOwner : this;
+    this.watchAbove = parentNode?.watch;
+    const isWatchPoint = parentNode === undefined || init.source === 'remote' || init.signal !== undefined;
+    this.watch = isWatchPoint ? this : this.watchAbove;
   }
 
   get operation(): string {
@@ -204,12 +235,19 @@ export class DeadlineNode implements ManagedDeadline {
     return reason === NOT_ABORTED ? undefined : reason;
   }
 
+  /**
+   * Aborts at the cutoff, or when an ancestor or the `signal` option aborts,
+   * whether or not the deadline has been disposed. Created on first access.
+   */
   get signal(): AbortSignal {
-    if (this.controller === undefined) {
-      this.controller = new AbortController();
-      const reason = this.currentReason();
-      if (reason !== NOT_ABORTED) this.controller.abort(reason);
-      else if (!this.isDisposed) this.arm();
+    if (this.controller === undefined) this.controller = new AbortController();
+    const reason = this.currentReason();
+    if (reason !== NOT_ABORTED) {
+      if (!this.controller.signal.aborted) this.controller.abort(reason);
+    } else {
+      // Also after dispose: whoever reads the signal now is about to rely on it.
+      this.arm();
+      this.startTimer();
     }
     return this.controller.signal;
   }
@@ -218,8 +256,8 @@ export class DeadlineNode implements ManagedDeadline {
    * @internal Calls `listener(reason)` once when this deadline aborts, without
    * creating an AbortSignal (which costs microseconds on Node 20): transports
    * that only need to be told use this on their hot path. If it has already
-   * aborted, `listener` runs at once. Returns the unsubscribe function; the
-   * subscription also ends when the deadline is disposed.
+   * aborted, `listener` runs at once. Returns the unsubscribe function. The
+   * subscription holds the deadline armed until it is undone, after dispose too.
    */
   subscribe(listener: (reason: unknown) => void): () => void {
     const reason = this.currentReason();
@@ -227,15 +265,29 @@ export class DeadlineNode implements ManagedDeadline {
       listener(reason);
       return noop;
     }
-    if (this.isDisposed) return noop;
     this.arm();
-    (this.abortSubscribers ??= new Set()).add(listener);
-    return () => this.abortSubscribers?.delete(listener);
+    if (this.reason !== NOT_ABORTED) {
+      listener(this.reason);
+      return noop;
+    }
+    this.startTimer();
+    const subscribers = (this.abortSubscribers ??= new Set());
+    // A fresh function per subscription, so the same listener added twice is two holds.
+    const entry = (abortReason: unknown) => listener(abortReason);
+    subscribers.add(entry);
+    return () => {
+      if (this.abortSubscribers?.delete(entry) === true) this.releaseIfIdle();
+    };
   }
 
   /** @internal How many `subscribe` listeners are waiting: lets tests prove none is left behind. */
   get subscriberCount(): number {
     return this.abortSubscribers?.size ?? 0;
+  }
+
+  /** @internal Whether this node holds a timer or is registered above: lets tests prove what dispose released. */
+  get isArmed(): boolean {
+    return this.armed;
   }
 
   child(operation: string, timeoutMs: number): ManagedDeadline {
@@ -247,108 +299,164 @@ export class DeadlineNode implements ManagedDeadline {
     if (reason !== NOT_ABORTED) throw reason;
   }
 
+  /**
+   * Ends the opener's claim on this deadline. It neither cancels nor completes
+   * anything, and it never turns enforcement off: the clock and the ancestors
+   * still decide `aborted`, and whatever still holds the node (a call in
+   * flight, an armed descendant, a signal someone listens to) keeps it armed
+   * until that lets go. What nobody holds is released now.
+   */
   dispose(): void {
     if (this.isDisposed) return;
-    // Record a cancellation that happened before disposal even if nobody armed us.
-    if (this.reason === NOT_ABORTED && this.extraSignal?.aborted) this.reason = this.extraSignal.reason;
     this.isDisposed = true;
-    this.disarm();
-    this.abortSubscribers = undefined;
-    // Armed descendants still running move up to our nearest live ancestor, so
-    // that ancestor's cancellation still reaches them.
-    const heir = this.registeredIn;
-    this.registeredIn?.armedChildren?.delete(this);
-    this.registeredIn = undefined;
-    if (this.armedChildren !== undefined) {
-      for (const orphan of this.armedChildren) {
-        orphan.registeredIn = heir;
-        heir?.armedChildren?.add(orphan);
-      }
-      this.armedChildren = undefined;
-    }
+    this.releaseIfIdle();
   }
 
-  /** @internal Aborts this node and every armed descendant with the same reason. */
+  /**
+   * @internal Aborts this node and every armed descendant with the same
+   * reason. Only watch points (roots, remote deadlines, nodes with a signal)
+   * may be aborted from outside: unarmed descendants find a watch point's
+   * abort by themselves, not a plain node's.
+   */
   abort(reason: unknown): void {
     if (this.reason !== NOT_ABORTED) return;
-    this.reason = reason;
-    this.disarm();
-    this.registeredIn?.armedChildren?.delete(this);
-    this.registeredIn = undefined;
-    if (!this.isDisposed) {
-      this.controller?.abort(reason);
-      const subscribers = this.abortSubscribers;
-      this.abortSubscribers = undefined;
-      if (subscribers !== undefined) for (const subscriber of subscribers) notify(subscriber, reason);
-    }
-    const children = this.armedChildren;
-    this.armedChildren = undefined;
-    if (children !== undefined) {
-      for (const child of children) {
-        child.registeredIn = undefined;
-        child.abort(reason);
+    // Iterative, so a 100k-deep armed chain cannot overflow the stack.
+    const pending: DeadlineNode[] = [this];
+    for (let node = pending.pop(); node !== undefined; node = pending.pop()) {
+      if (node.reason !== NOT_ABORTED) continue;
+      node.reason = reason;
+      const children = node.armedChildren;
+      node.armedChildren = undefined;
+      if (children !== undefined) {
+        for (const child of children) {
+          child.registeredIn = undefined;
+          pending.push(child);
+        }
       }
+      const above = node.disarm();
+      // The node it hung under may have been waiting only for it.
+      if (node === this && above !== undefined && above.reason === NOT_ABORTED) above.releaseIfIdle();
+      node.controller?.abort(reason);
+      const subscribers = node.abortSubscribers;
+      node.abortSubscribers = undefined;
+      if (subscribers !== undefined) for (const subscriber of subscribers) notify(subscriber, reason);
     }
   }
 
   /**
-   * The abort state, derived in order: an ancestor's reason first (so a shared
-   * cutoff yields the topmost node's reason object everywhere), then the extra
-   * signal, then the clock. Deriving it marks the node, so it is sticky.
+   * The abort state, derived in order: a watch point's cancellation (the
+   * topmost one, so a shared cancellation yields one reason object
+   * everywhere), then the clock. Deriving it marks the node, so it is sticky.
    */
   private currentReason(): unknown {
     if (this.reason !== NOT_ABORTED) return this.reason;
-    let inherited: unknown = NOT_ABORTED;
-    if (this.parentNode !== undefined) inherited = this.parentNode.currentReason();
-    else if (this.parent?.signal.aborted) inherited = this.parent.signal.reason;
-    // A disposed node passes its ancestors' state through but adds nothing of its own.
-    if (this.isDisposed) return inherited;
-    if (inherited !== NOT_ABORTED) {
-      this.abort(inherited);
-    } else if (this.extraSignal?.aborted) {
-      this.abort(this.extraSignal.reason);
-    } else if (monotonicNow() >= this.cutoffMono) {
-      this.abort(new DeadlineExceededError(this.operation, this.expiresAtMs));
-    }
+    const cancelled = this.cancellationAbove();
+    if (cancelled !== NOT_ABORTED) this.abort(cancelled);
+    else if (monotonicNow() >= this.cutoffMono) this.abort(this.cutoffOwner.expiryReason());
     return this.reason;
   }
 
-  /** Makes sure an abort from any source will reach this node's controller. */
-  private arm(): void {
-    if (this.armed || this.isDisposed || this.reason !== NOT_ABORTED) return;
-    this.armed = true;
-    const cleanups: (() => void)[] = [];
-
-    let ancestor = this.parentNode;
-    while (ancestor !== undefined && ancestor.isDisposed) ancestor = ancestor.parentNode;
-    if (ancestor !== undefined) {
-      ancestor.arm();
-      if (ancestor.reason !== NOT_ABORTED) return this.abort(ancestor.reason);
-      ancestor.armedChildren ??= new Set();
-      ancestor.armedChildren.add(this);
-      this.registeredIn = ancestor;
-    } else if (this.parent !== undefined && this.parentNode === undefined) {
-      // A deadline from another copy of this package, or a user implementation.
-      const foreign = this.parent.signal;
-      const onForeignAbort = () => this.abort(foreign.reason);
-      foreign.addEventListener('abort', onForeignAbort, { once: true });
-      cleanups.push(() => foreign.removeEventListener('abort', onForeignAbort));
+  /** The topmost cancellation among the watch points at or above this node. */
+  private cancellationAbove(): unknown {
+    let found: unknown = NOT_ABORTED;
+    for (let point = this.watch; point !== undefined; point = point.watchAbove) {
+      const reason = point.ownCancellation();
+      if (reason !== NOT_ABORTED) found = reason;
+      // An armed watch point is linked up to the top, so any abort above has
+      // already been pushed into it: nothing further up needs a look.
+      else if (point.armed) break;
     }
+    return found;
+  }
 
+  /** A watch point's own cancellation: already recorded, from its signal, or from a foreign parent. */
+  private ownCancellation(): unknown {
+    if (this.reason !== NOT_ABORTED) return this.reason;
+    if (this.extraSignal?.aborted === true) return this.extraSignal.reason;
+    if (this.foreignParent?.aborted === true) return this.foreignParent.abortReason;
+    return NOT_ABORTED;
+  }
+
+  /** The cutoff owner's expiry reason, created once: every node sharing the cutoff throws the same object. */
+  private expiryReason(): unknown {
+    if (this.reason === NOT_ABORTED) this.abort(new DeadlineExceededError(this.operation, this.expiresAtMs));
+    return this.reason;
+  }
+
+  /** True while something other than the opener relies on this node being armed. */
+  private isHeld(): boolean {
+    if ((this.abortSubscribers?.size ?? 0) > 0 || (this.armedChildren?.size ?? 0) > 0) return true;
+    const signal = this.controller?.signal;
+    return signal !== undefined && !signal.aborted && getEventListeners(signal, 'abort').length > 0;
+  }
+
+  /** Disarms a disposed node nobody holds, then its watch point above if that was its last hold. */
+  private releaseIfIdle(): void {
+    if (!this.isDisposed || !this.armed || this.isHeld()) return;
+    // A loop, not recursion: the chain of watch points above may be deep.
+    let above = this.disarm();
+    while (above !== undefined && above.isDisposed && above.armed && !above.isHeld()) above = above.disarm();
+  }
+
+  /**
+   * Links this node, and the unarmed watch points above it, into the push
+   * chain, top-down and without recursion, so an abort anywhere above reaches
+   * it with the same reason object.
+   */
+  private arm(): void {
+    if (this.armed || this.reason !== NOT_ABORTED) return;
+    const chain: DeadlineNode[] = [this];
+    let registrar = this.watchAbove;
+    while (registrar !== undefined && !registrar.armed && registrar.reason === NOT_ABORTED) {
+      chain.push(registrar);
+      registrar = registrar.watchAbove;
+    }
+    for (let i = chain.length - 1; i >= 0; i--) {
+      const node = chain[i];
+      const above = i === chain.length - 1 ? registrar : chain[i + 1];
+      if (above !== undefined && above.reason !== NOT_ABORTED) {
+        node.abort(above.reason);
+        continue;
+      }
+      node.armed = true;
+      if (above !== undefined) {
+        (above.armedChildren ??= new Set()).add(node);
+        node.registeredIn = above;
+      }
+      node.listenToSources();
+      // A source may have fired before its listener was added; aborting here, top-down, pushes it into the rest.
+      const fired = node.ownCancellation();
+      if (fired !== NOT_ABORTED) node.abort(fired);
+    }
+    this.currentReason();
+  }
+
+  private listenToSources(): void {
+    const cleanups: (() => void)[] = [];
+    const foreign = this.foreignParent;
+    if (foreign !== undefined) {
+      const signal = foreign.signal;
+      const onForeignAbort = () => this.abort(signal.reason);
+      signal.addEventListener('abort', onForeignAbort, { once: true });
+      cleanups.push(() => signal.removeEventListener('abort', onForeignAbort));
+    }
     const extra = this.extraSignal;
     if (extra !== undefined) {
       const onExtraAbort = () => this.abort(extra.reason);
       extra.addEventListener('abort', onExtraAbort, { once: true });
       cleanups.push(() => extra.removeEventListener('abort', onExtraAbort));
     }
-    if (cleanups.length > 0) this.detachListeners = () => cleanups.forEach((cleanup) => cleanup());
-
-    this.scheduleTimer();
-    // Sources may have fired between the derivation in `signal` and now.
-    this.currentReason();
+    if (cleanups.length === 1) this.detachListeners = cleanups[0];
+    else if (cleanups.length > 1) this.detachListeners = () => cleanups.forEach((cleanup) => cleanup());
   }
 
-  private scheduleTimer(): void {
+  /**
+   * A timer at the cutoff, for a node someone waits on (subscribers, a
+   * signal). Watch points armed only to push cancellation down need none:
+   * their descendants' cutoffs come first and have timers of their own.
+   */
+  private startTimer(): void {
+    if (this.timer !== undefined || !this.armed || this.reason !== NOT_ABORTED) return;
     const delay = safeTimerDelay(this.remainingMs());
     this.timer = setTimeout(() => this.onTimer(), delay);
     // A pending deadline must never keep the process alive.
@@ -359,17 +467,23 @@ export class DeadlineNode implements ManagedDeadline {
     this.timer = undefined;
     // Timers can fire a little early against performance.now(), and delays over
     // 2^31-1 ms are split into steps: re-arm until the cutoff has really passed.
-    if (this.remainingMs() > 0) this.scheduleTimer();
+    if (this.remainingMs() > 0) this.startTimer();
     else this.currentReason();
   }
 
-  private disarm(): void {
+  /** Drops the timer, the source listeners and the registration above; returns the node it was registered with. */
+  private disarm(): DeadlineNode | undefined {
+    this.armed = false;
     if (this.timer !== undefined) {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
     this.detachListeners?.();
     this.detachListeners = undefined;
+    const above = this.registeredIn;
+    this.registeredIn = undefined;
+    above?.armedChildren?.delete(this);
+    return above;
   }
 }
 
@@ -429,11 +543,14 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
   let ownExpiresAt: number;
   let budgetMs: number;
   if (hasTimeout) {
-    budgetMs = checkDuration('timeoutMs', options.timeoutMs);
+    budgetMs = checkBudget('timeoutMs', options.timeoutMs);
     ownCutoff = nowMono + budgetMs;
     ownExpiresAt = nowEpoch + budgetMs;
   } else {
     ownExpiresAt = checkEpoch('expiresAtMs', options.expiresAtMs);
+    if (ownExpiresAt - nowEpoch > MAX_DEADLINE_MS) {
+      throw new RangeError(`expiresAtMs must be at most ${MAX_DEADLINE_MS} ms (100 days) from now, got ${ownExpiresAt - nowEpoch} ms from now`);
+    }
     ownCutoff = epochToMonotonic(ownExpiresAt, nowEpoch, nowMono);
     budgetMs = ownExpiresAt - nowEpoch;
   }

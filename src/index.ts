@@ -1,5 +1,6 @@
 export { openDeadline, withDeadline } from './open';
 export { getDeadline, setDeadline } from './context';
+export { MAX_DEADLINE_MS } from './time';
 export type { Deadline, ManagedDeadline, DeadlineOptions, DeadlineSource } from './deadline';
 export {
   DeadlineExceededError,

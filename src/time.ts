@@ -8,6 +8,16 @@
 /** setTimeout's ceiling. Node fires larger delays after ~1 ms, so never pass one through. */
 export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 
+/**
+ * The longest deadline this package accepts: 100 days. Longer budgets are
+ * refused with a RangeError rather than carried: past this, a deadline is a
+ * mistake (a unit error, `Infinity` spelled as a large number), and values far
+ * beyond it lose integer precision on the wire, where the next hop would drop
+ * them and the deadline would silently disappear. Incoming wire values are
+ * clamped to it.
+ */
+export const MAX_DEADLINE_MS = 100 * 24 * 60 * 60 * 1000;
+
 export function monotonicNow(): number {
   return performance.now();
 }
@@ -51,4 +61,11 @@ export function checkEpoch(name: string, value: unknown): number {
   if (!Number.isFinite(value)) throw new RangeError(`${name} must be finite, got ${value}`);
   if (value < 0) throw new RangeError(`${name} must not be negative, got ${value}`);
   return value;
+}
+
+/** A budget: a duration no longer than MAX_DEADLINE_MS. */
+export function checkBudget(name: string, value: unknown): number {
+  const ms = checkDuration(name, value);
+  if (ms > MAX_DEADLINE_MS) throw new RangeError(`${name} must be at most ${MAX_DEADLINE_MS} ms (100 days), got ${ms}`);
+  return ms;
 }

@@ -246,16 +246,17 @@ describe('bad arguments (invariant 5)', () => {
 });
 
 describe('timers and listeners', () => {
-  it('creates no timer until the signal is asked for, and clears it on dispose', () => {
+  it('creates no timer until the signal is asked for, and clears it on dispose when nobody listens', () => {
     const timers = watchTimers();
     try {
       const root = openDeadline({ operation: 'root', timeoutMs: 60_000, parent: null });
       const child = root.child('c', 30_000);
       expect(timers.live()).toBe(0);
       void child.signal;
-      expect(timers.live()).toBe(2); // the child and the ancestor it registers with
-      child.dispose();
+      // The child's own; the root it registers with needs none (the child's cutoff comes first).
       expect(timers.live()).toBe(1);
+      child.dispose();
+      expect(timers.live()).toBe(0);
       root.dispose();
       expect(timers.live()).toBe(0);
     } finally {
@@ -355,7 +356,7 @@ describe('onDeadlineAbort (the light subscription transports use)', () => {
     d.dispose();
   });
 
-  it('keeps going when one subscriber throws, and ends with dispose', () => {
+  it('keeps going when one subscriber throws, and outlives dispose until the cutoff', async () => {
     const caller = new AbortController();
     const d = openDeadline({ operation: 'd', timeoutMs: 10_000, parent: null, signal: caller.signal });
     const seen: string[] = [];
@@ -366,9 +367,12 @@ describe('onDeadlineAbort (the light subscription transports use)', () => {
     caller.abort('x');
     expect(seen).toEqual(['second']);
     const other = openDeadline({ operation: 'o', timeoutMs: 20, parent: null });
-    onDeadlineAbort(other, () => seen.push('after dispose'));
+    const fired = new Promise<unknown>((resolve) => onDeadlineAbort(other, resolve));
     other.dispose();
-    return sleep(40).then(() => expect(seen).toEqual(['second']));
+    // The subscription is a call still in flight: disposing the scope must not switch its cutoff off.
+    const reason = await fired;
+    expect(reason).toBeInstanceOf(DeadlineExceededError);
+    expect(other.aborted).toBe(true);
   });
 
   it('works through the signal for a deadline from another implementation', () => {

@@ -3,7 +3,7 @@ import { getDeadline, setDeadline } from '../context';
 import { DeadlineNode, type Deadline, type ManagedDeadline } from '../deadline';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../errors';
 import { endRefusedSpan, TRACER_NAME } from '../open';
-import { checkDuration, minCutoff, monotonicNow } from '../time';
+import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
 import { runInSpan } from './span-run';
 
 /**
@@ -100,7 +100,7 @@ export interface AdmitEnvelopeOptions {
   minUsefulMs?: number;
   /** Time the worker keeps back (to ack, to report); counted against `minUsefulMs`. Default 0. */
   reserveMs?: number;
-  /** Caps what an envelope can ask for, in ms, for queues fed by less trusted producers. Default: no cap. */
+  /** Caps what an envelope can ask for, in ms, for queues fed by less trusted producers. Default, and never more than: MAX_DEADLINE_MS (100 days). */
   maxRemainingMs?: number;
   /** An extra cancellation source, such as the worker shutting down. */
   signal?: AbortSignal;
@@ -121,7 +121,7 @@ function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
   if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
   const minUsefulMs = options.minUsefulMs === undefined ? 0 : checkDuration('minUsefulMs', options.minUsefulMs);
   const reserveMs = options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs);
-  const cap = options.maxRemainingMs === undefined ? Infinity : checkDuration('maxRemainingMs', options.maxRemainingMs);
+  const cap = Math.min(MAX_DEADLINE_MS, options.maxRemainingMs === undefined ? Infinity : checkDuration('maxRemainingMs', options.maxRemainingMs));
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
   const parent = options.parent === undefined ? getDeadline() : (options.parent ?? undefined);
 

@@ -8,7 +8,7 @@ import {
 import { isTracingSuppressed, W3CBaggagePropagator } from '@opentelemetry/core';
 import { getDeadline, isDeadlineOnlyBaggage, setDeadline } from '../context';
 import { DeadlineNode } from '../deadline';
-import { checkDuration, minCutoff, monotonicNow } from '../time';
+import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
 import {
   BAGGAGE_DEADLINE_KEY,
   HEADER_AT_MS,
@@ -31,7 +31,7 @@ export type ClockPolicy = 'min' | 'relative' | 'absolute';
 
 export interface DeadlinePropagatorConfig {
   clock?: ClockPolicy;
-  /** Caps what a caller can ask for, in ms. Default: no cap. */
+  /** Caps what a caller can ask for, in ms. Default, and never more than: MAX_DEADLINE_MS (100 days). */
   maxIncomingMs?: number;
   /** `operation` of the deadlines extract builds. Default `remote`. */
   operation?: string;
@@ -78,7 +78,7 @@ export class DeadlinePropagator implements TextMapPropagator {
     }
     this.clock = clock;
     this.maxIncomingMs =
-      config.maxIncomingMs === undefined ? Infinity : checkDuration('maxIncomingMs', config.maxIncomingMs);
+      Math.min(MAX_DEADLINE_MS, config.maxIncomingMs === undefined ? Infinity : checkDuration('maxIncomingMs', config.maxIncomingMs));
     this.operation = config.operation ?? 'remote';
   }
 

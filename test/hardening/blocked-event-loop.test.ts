@@ -51,10 +51,12 @@ describe('work that resumes after its cutoff on a blocked event loop', () => {
     };
 
     await sideEffect(1);
+    // A signal held from before the stall: reading the deadline's own state would refresh it.
+    const heldSignal = deadline.signal;
     blockUntilPastCutoff(deadline, 150);
     // A continuation runs as a microtask, before the timers phase gets a chance.
     await Promise.resolve();
-    const staleAborted = deadline.signal.aborted;
+    const staleAborted = heldSignal.aborted;
     events.push('resumed');
     const refusal = await sideEffect(2).then(
       () => undefined,
