@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Checks that Redis and RabbitMQ answer on loopback and starts them with the
-# machine's own commands when they don't. Tests never use any other host.
+# Checks that Redis, RabbitMQ, PostgreSQL and MariaDB answer on loopback and
+# starts them with the machine's own commands when they don't. Tests never use
+# any other host. The database tests expect PostgreSQL with trust auth and
+# MariaDB with root and an empty password, each with a database named `test`.
 set -uo pipefail
 
 answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -25,8 +27,27 @@ if ! answers 5672; then
   echo "starting RabbitMQ"
   rabbitmq-server -detached || true
 fi
-# Both must answer: without -e, a failure of the first would otherwise be masked by the second.
+if ! answers 5432; then
+  echo "starting PostgreSQL"
+  for version in $(ls /etc/postgresql 2>/dev/null); do
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+  done
+fi
+if ! answers 3306; then
+  echo "starting MariaDB"
+  mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd || true
+fi
+# Every one must answer: without -e, a failure of one would otherwise be masked by the next.
 status=0
 wait_for 6379 Redis || status=1
 wait_for 5672 RabbitMQ || status=1
+wait_for 5432 PostgreSQL || status=1
+wait_for 3306 MariaDB || status=1
+# The database the tests use, if the server came up without it.
+if [ "$status" -eq 0 ]; then
+  psql -h 127.0.0.1 -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'test'" 2>/dev/null | grep -q 1 ||
+    psql -h 127.0.0.1 -U postgres -d postgres -c 'CREATE DATABASE test' || status=1
+  mariadb -h 127.0.0.1 -uroot -e 'CREATE DATABASE IF NOT EXISTS test' || status=1
+fi
 exit "$status"

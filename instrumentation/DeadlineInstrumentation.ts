@@ -12,6 +12,7 @@ import { makeFetchWrapper } from './client/fetch';
 import { makeHttpWrapper } from './client/http';
 import { makeUndiciWrapper } from './client/undici';
 import type { ClientHost } from './client/host';
+import { DatabaseDrivers } from './db/modules';
 import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './names';
 import { patchServerPrototype } from './server/patch';
 import type { ServerHost } from './server/listener';
@@ -51,6 +52,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   declare private patches: MethodPatch[] | undefined;
   declare private undiciPatches: Map<object, MethodPatch[]> | undefined;
   declare private unsubscribeChannels: (() => void) | undefined;
+  declare private drivers: DatabaseDrivers;
 
   constructor(config: DeadlineInstrumentationConfig = {}) {
     super(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION, config);
@@ -96,8 +98,17 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     callIn()?.addSpan(span);
   };
 
+  /**
+   * Pass as `requestHook` to PgInstrumentation: the outcome of a statement
+   * lands on instrumentation-pg's span whatever the registration order.
+   * Without it the span processor still derives `expired` / `completed`.
+   */
+  readonly pgRequestHook = (span: Span): void => this.drivers.slots.pg.hook(span);
+
   protected init(): InstrumentationNodeModuleDefinition[] {
+    this.drivers ??= new DatabaseDrivers(this, this.host(), () => this.isEnabled());
     return [
+      ...this.drivers.definitions((driver) => this.resolved[driver]),
       new InstrumentationNodeModuleDefinition(
         'undici',
         ['>=6.0.0 <8'],

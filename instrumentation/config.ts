@@ -11,6 +11,10 @@ export interface ResolvedConfig {
   trustIncoming: ((request: IncomingMessage) => boolean) | undefined;
   rejectStatusCode: number;
   ignoreOutgoingRequest: ((info: OutgoingRequestInfo) => boolean) | undefined;
+  /** Per database driver: false leaves it alone. */
+  pg: boolean;
+  mysql2: boolean;
+  ioredis: boolean;
 }
 
 const MODES: readonly DeadlineMode[] = ['enforce', 'observe'];
@@ -30,6 +34,12 @@ function optionalBudget(name: string, value: unknown): number | undefined {
  */
 export function effectiveMaxIncomingMs(maxIncomingMs: number | undefined, defaultTimeoutMs: number | undefined): number | undefined {
   return maxIncomingMs ?? defaultTimeoutMs;
+}
+
+function optionalBoolean(name: string, value: unknown): boolean | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean`);
+  return value;
 }
 
 function optionalFunction<T>(name: string, value: unknown): T | undefined {
@@ -54,5 +64,8 @@ export function resolveConfig(config: DeadlineInstrumentationConfig): ResolvedCo
     trustIncoming: optionalFunction('trustIncoming', config.trustIncoming),
     rejectStatusCode: status,
     ignoreOutgoingRequest: optionalFunction('ignoreOutgoingRequest', config.ignoreOutgoingRequest),
+    pg: optionalBoolean('pg', config.pg) ?? true,
+    mysql2: optionalBoolean('mysql2', config.mysql2) ?? true,
+    ioredis: optionalBoolean('ioredis', config.ioredis) ?? true,
   };
 }

@@ -20,6 +20,21 @@ function readMs(env: NodeJS.ProcessEnv, name: string): number | undefined {
   return Number(text);
 }
 
+/** OTEL_DEADLINE_<DRIVER>_ENABLED: `false` leaves that database driver alone. */
+const DRIVER_SWITCHES = [
+  ['pg', 'OTEL_DEADLINE_PG_ENABLED'],
+  ['mysql2', 'OTEL_DEADLINE_MYSQL2_ENABLED'],
+  ['ioredis', 'OTEL_DEADLINE_IOREDIS_ENABLED'],
+] as const;
+
+function readSwitch(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
+  const text = env[name]?.trim().toLowerCase();
+  if (text === undefined || text === '') return undefined;
+  if (text === 'true') return true;
+  if (text === 'false') return false;
+  throw new DeadlineEnvError(`${name} must be "true" or "false", got ${JSON.stringify(env[name]!.slice(0, 64))}`);
+}
+
 /** DeadlineInstrumentation options from OTEL_DEADLINE_* variables. Throws DeadlineEnvError on a bad value. */
 export function configFromEnv(env: NodeJS.ProcessEnv): DeadlineInstrumentationConfig {
   const config: DeadlineInstrumentationConfig = {};
@@ -36,5 +51,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv): DeadlineInstrumentationCo
   if (maxIncomingMs !== undefined) config.maxIncomingMs = maxIncomingMs;
   if (minUsefulMs !== undefined) config.minUsefulMs = minUsefulMs;
   if (defaultTimeoutMs !== undefined) config.defaultTimeoutMs = defaultTimeoutMs;
+  for (const [option, name] of DRIVER_SWITCHES) {
+    const enabled = readSwitch(env, name);
+    if (enabled !== undefined) config[option] = enabled;
+  }
   return config;
 }

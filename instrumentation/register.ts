@@ -18,6 +18,7 @@ import { DeadlineSpanProcessor } from '../src/processor/DeadlineSpanProcessor';
 import { createBatchSpanProcessor } from './batch-processor';
 import { DeadlineInstrumentation } from './DeadlineInstrumentation';
 import { effectiveMaxIncomingMs } from './config';
+import { DATABASE_MODULES } from './db/modules';
 import { configFromEnv } from './env';
 import type { DeadlineInstrumentationConfig } from './types';
 
@@ -25,7 +26,7 @@ import type { DeadlineInstrumentationConfig } from './types';
 function registerImportHook(): void {
   if (typeof registerLoaderHooks !== 'function') return;
   registerLoaderHooks('@opentelemetry/instrumentation/hook.mjs', pathToFileURL(__filename), {
-    data: { include: ['undici', 'http', 'https', 'node:http', 'node:https'] },
+    data: { include: ['undici', 'http', 'https', 'node:http', 'node:https', ...DATABASE_MODULES] },
   });
 }
 

@@ -37,4 +37,14 @@ export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
   rejectStatusCode?: number;
   /** Calls for which this returns true are passed through untouched. */
   ignoreOutgoingRequest?: (info: OutgoingRequestInfo) => boolean;
+  /**
+   * PostgreSQL through `pg` 8.x: refuse statements the deadline has no time
+   * for, cut pool waits, and cancel statements in flight at the cutoff
+   * (docs/databases.md). `false` leaves `pg` alone. Default true.
+   */
+  pg?: boolean;
+  /** The same for MariaDB/MySQL through `mysql2` 3.x (`KILL QUERY` at the cutoff). Default true. */
+  mysql2?: boolean;
+  /** The same for Redis through `ioredis` 5.x/6.x (blocking timeouts clamped to the budget). Default true. */
+  ioredis?: boolean;
 }

@@ -30,6 +30,16 @@ export function isWrappedBy(fn: unknown, owner: object): boolean {
   return false;
 }
 
+/** True if `fn` is `owner`'s own wrapper (nobody has wrapped on top of it). */
+export function isOwnWrapper(fn: unknown, owner: object): boolean {
+  return typeof fn === 'function' && (fn as { [WRAPPED_BY]?: object })[WRAPPED_BY] === owner;
+}
+
+/** True if `fn` is another instrumentation's shimmer wrapper (it carries `__original`). */
+export function isShimmerWrapper(fn: unknown): boolean {
+  return typeof fn === 'function' && typeof (fn as { __original?: unknown }).__original === 'function';
+}
+
 /**
  * `fn` as it was before `owner` wrapped it: `fn` itself when `owner` has no
  * wrapper in its chain, the original when `fn` is `owner`'s wrapper, and

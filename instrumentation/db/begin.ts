@@ -1,0 +1,18 @@
+import type { Context } from '@opentelemetry/api';
+import { isTracingSuppressed } from '@opentelemetry/core';
+import { getDeadline } from '../../src/context';
+import type { Deadline } from '../../src/deadline';
+import type { ClientHost } from '../client/host';
+
+export type DbDriver = 'pg' | 'mysql2' | 'ioredis';
+
+/**
+ * The deadline a driver call made in `ctx` must respect, or undefined when
+ * the call is to be left untouched: no deadline (one context read, nothing
+ * else), the driver switched off, or tracing suppressed (exporter traffic).
+ */
+export function statementDeadline(host: ClientHost, driver: DbDriver, ctx: Context): Deadline | undefined {
+  const deadline = getDeadline(ctx);
+  if (deadline === undefined || !host.settings[driver] || isTracingSuppressed(ctx)) return undefined;
+  return deadline;
+}

@@ -1,0 +1,51 @@
+import type { Span } from '@opentelemetry/api';
+import { isOwnWrapper, isShimmerWrapper } from '../wrap';
+import type { DbStatement } from './statement';
+
+/**
+ * Hands the span of a driver instrumentation (instrumentation-pg, -mysql2,
+ * -ioredis) to the statement it covers, through that instrumentation's
+ * `requestHook`, whatever the registration order:
+ * - registered after us, it wraps on top and calls the hook just before it
+ *   calls our wrapper: the span waits in `pending` for the next statement;
+ * - registered before us, its wrapper runs inside ours and calls the hook
+ *   while our statement is `dispatching`.
+ * Both are synchronous steps of one driver call, so one slot per driver is enough.
+ */
+export class DriverSpanSlot {
+  private dispatching: DbStatement | undefined;
+  private pending: Span | undefined;
+
+  /** The `requestHook` to give the driver instrumentation. */
+  readonly hook = (span: Span): void => {
+    if (this.dispatching !== undefined) this.dispatching.adoptSpan(span);
+    else this.pending = span;
+  };
+
+  /** The span an outer instrumentation announced for the call now entering our wrapper. */
+  take(): Span | undefined {
+    const span = this.pending;
+    this.pending = undefined;
+    return span;
+  }
+
+  /** Runs the driver's method with `statement` as the one inner hooks report to. */
+  dispatch<T>(statement: DbStatement, call: () => T): T {
+    const previous = this.dispatching;
+    this.dispatching = statement;
+    try {
+      return call();
+    } finally {
+      this.dispatching = previous;
+    }
+  }
+}
+
+/**
+ * True when another instrumentation wraps this driver method, below us
+ * (`original` is a shimmer wrapper) or on top of us (the method found on the
+ * object is not our wrapper): it makes the span, we must not make a second.
+ */
+export function driverInstrumented(original: unknown, current: unknown, owner: object): boolean {
+  return isShimmerWrapper(original) || !isOwnWrapper(current, owner);
+}

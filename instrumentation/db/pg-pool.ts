@@ -1,0 +1,177 @@
+import { context, type Context } from '@opentelemetry/api';
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
+import { refusalFor } from '../client/begin';
+import type { ClientHost } from '../client/host';
+import { statementDeadline } from './begin';
+import { deliver, isFunction } from './deliver';
+import { pgSpanShape, PG_OPERATION } from './pg-query';
+import { isPgCancel, type PgCallback, type PgClient, type PgConnectCallback, type PgPool } from './pg-types';
+import { isSqlWrite, sqlCommand } from './sql';
+import { DbStatement } from './statement';
+import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
+
+type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+
+const POOL_OPERATION = 'pg.pool.connect';
+
+/** Marks errors a pool wait ended with, so Pool#query can tell them from the driver's. */
+const POOL_WAIT_ERRORS = new WeakSet<object>();
+
+function poolWaitError(reason: unknown, expiresAtMs: number): Error {
+  const error =
+    abortCodeOf(reason) === 'CANCELLED'
+      ? new DeadlineCancelledError(POOL_OPERATION, reason)
+      : new DeadlineExceededError(POOL_OPERATION, expiresAtMs, { cause: reason });
+  POOL_WAIT_ERRORS.add(error);
+  return error;
+}
+
+/**
+ * Pool#connect under an active deadline: the wait for a connection counts
+ * against the budget. At the cutoff the waiter leaves pg-pool's queue and gets
+ * DeadlineExceededError; a connection still being opened for it goes back to
+ * the pool when it arrives, never to a caller that is gone.
+ */
+export function makePgPoolConnectWrapper(host: ClientHost) {
+  return (original: AnyFunction): AnyFunction =>
+    function connect(this: unknown, ...args: unknown[]): unknown {
+      const ctx = context.active();
+      const deadline = statementDeadline(host, 'pg', ctx);
+      const pool = this as PgPool;
+      if (deadline === undefined || host.settings.mode === 'observe' || pool.ending === true) return original.apply(this, args);
+      const given = isFunction(args[0]) ? (args[0] as PgConnectCallback) : undefined;
+      let promise: Promise<unknown> | undefined;
+      let callback: PgConnectCallback;
+      if (given !== undefined) callback = context.bind(ctx, given);
+      else {
+        promise = new (pool.Promise ?? Promise)((resolve, reject) => {
+          callback = (err, client) => (err ? reject(err) : resolve(client));
+        });
+      }
+      const refusal = refusalFor(deadline, POOL_OPERATION, host.settings.minUsefulMs);
+      if (refusal !== undefined) {
+        process.nextTick(deliver, callback!, refusal);
+        return promise;
+      }
+      const queue = pool._pendingQueue;
+      const queuedBefore = queue?.length ?? 0;
+      const wait: { settled: boolean; unsubscribe?: () => void } = { settled: false };
+      original.call(pool, (err: unknown, client?: PgClient, release?: (err?: unknown) => void) => {
+        if (wait.settled) {
+          // Its caller left at the cutoff: the connection goes back to the pool unused.
+          if (err === undefined || err === null) release?.();
+          return;
+        }
+        wait.settled = true;
+        wait.unsubscribe?.();
+        deliver(callback, err, client, release);
+      });
+      if (wait.settled) return promise;
+      const waiter = queue !== undefined && queue.length > queuedBefore ? queue[queue.length - 1] : undefined;
+      wait.unsubscribe = onDeadlineAbort(deadline, (reason) => {
+        if (wait.settled) return;
+        wait.settled = true;
+        wait.unsubscribe?.();
+        const index = waiter === undefined || queue === undefined ? -1 : queue.indexOf(waiter);
+        if (index >= 0) {
+          queue!.splice(index, 1);
+          waiter!.timedOut = true;
+        }
+        deliver(callback, poolWaitError(reason, deadline.expiresAtMs));
+      });
+      return promise;
+    };
+}
+
+/** Whether the client that ran a statement is fit to go back to the pool. */
+function keepsConnection(err: unknown): boolean {
+  if (err === undefined || err === null) return true;
+  // A statement the server confirmed it cancelled leaves the connection ready for the next one.
+  return (err instanceof DeadlineExceededError || err instanceof DeadlineCancelledError) && isPgCancel(err.cause);
+}
+
+/**
+ * Pool#query under an active deadline. pg-pool's own version releases the
+ * client with the query's error, which removes it from the pool; here a
+ * statement the server confirmed it cancelled gives its connection back
+ * (the same steps otherwise: connect, query, release, 'error' listener).
+ */
+export function makePgPoolQueryWrapper(host: ClientHost) {
+  return (original: AnyFunction): AnyFunction =>
+    function query(this: unknown, ...args: unknown[]): unknown {
+      const ctx = context.active();
+      const deadline = statementDeadline(host, 'pg', ctx);
+      if (deadline === undefined || host.settings.mode === 'observe' || isFunction(args[0])) return original.apply(this, args);
+      const pool = this as PgPool;
+      const [text] = args;
+      let values = args[1];
+      let given = args[2];
+      if (isFunction(values)) {
+        given = values;
+        values = undefined;
+      }
+      let promise: Promise<unknown> | undefined;
+      let callback: PgCallback;
+      if (isFunction(given)) callback = given as PgCallback;
+      else {
+        promise = new (pool.Promise ?? Promise)((resolve, reject) => {
+          callback = (err, res) => (err ? reject(err) : resolve(res));
+        });
+      }
+      const refusal = refusalFor(deadline, PG_OPERATION, host.settings.minUsefulMs);
+      if (refusal !== undefined) {
+        recordUnsent(host, ctx, deadline, pool, text, refusal, true);
+        process.nextTick(deliver, callback!, refusal);
+        return promise;
+      }
+      pool.connect((err, client) => {
+        if (err !== undefined && err !== null) {
+          if (typeof err === 'object' && POOL_WAIT_ERRORS.has(err)) recordUnsent(host, ctx, deadline, pool, text, err as Error, false);
+          return deliver(callback, err);
+        }
+        runOnClient(ctx, client!, text, values, callback);
+      });
+      return promise;
+    };
+}
+
+function runOnClient(ctx: Context, client: PgClient, text: unknown, values: unknown, callback: PgCallback): void {
+  let released = false;
+  const onError = (err: unknown) => {
+    if (released) return;
+    released = true;
+    client.release?.(err);
+    deliver(callback, err);
+  };
+  client.once('error', onError);
+  try {
+    // In the caller's context: the pool may hand over the client from another request's release.
+    context.with(ctx, () =>
+      client.query(text, values, (err: unknown, res: unknown) => {
+        client.removeListener('error', onError);
+        if (released) return;
+        released = true;
+        client.release?.(keepsConnection(err) ? undefined : err);
+        deliver(callback, err, res);
+      }),
+    );
+  } catch (err) {
+    client.removeListener('error', onError);
+    released = true;
+    client.release?.(err);
+    deliver(callback, err);
+  }
+}
+
+/**
+ * A Pool#query refused up front, or whose wait for a connection ended at the
+ * cutoff, never reached a client (nor instrumentation-pg): our span says so.
+ */
+function recordUnsent(host: ClientHost, ctx: Context, deadline: Deadline, pool: PgPool, text: unknown, error: Error, refused: boolean): void {
+  const command = sqlCommand(typeof text === 'string' ? text : (text as { text?: unknown } | null)?.text);
+  const statement = new DbStatement({ deadline, observe: false, write: isSqlWrite(command), operation: PG_OPERATION });
+  statement.startOwnSpan(host.tracer, ctx, pgSpanShape({ connectionParameters: pool.options } as PgClient, command));
+  if (refused) return statement.refuse(error);
+  statement.reason = error.cause ?? error;
+  statement.settle({ error, sent: false });
+}

@@ -1,0 +1,274 @@
+import { context, type Context, type Span } from '@opentelemetry/api';
+import type { Deadline } from '../../src/deadline';
+import { refusalFor } from '../client/begin';
+import type { ClientHost } from '../client/host';
+import { isOwnWrapper } from '../wrap';
+import type { DbCancel } from './attributes';
+import { statementDeadline } from './begin';
+import { deliver, isFunction } from './deliver';
+import { driverInstrumented, type DriverSpanSlot } from './driver-span';
+import { sendPgCancel } from './pg-cancel';
+import { activeQueryOf, isPgCancel, type PgCallback, type PgClient, type PgQuery } from './pg-types';
+import { isSqlWrite, sqlCommand } from './sql';
+import { DbStatement, type SpanShape } from './statement';
+
+type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+
+/**
+ * How long a statement whose cancel was sent may take to end before the
+ * caller gets its DeadlineExceededError anyway: PostgreSQL answers a cancel
+ * within milliseconds, this only bounds a server that does not.
+ */
+export const CANCEL_GRACE_MS = 1_000;
+
+export const PG_OPERATION = 'pg.query';
+
+/** instrumentation-pg's span name and connection attributes (`pg.query:SELECT test`); never the SQL text. */
+export function pgSpanShape(client: PgClient, command: string | undefined): SpanShape {
+  const params = client.connectionParameters ?? {};
+  const database = params.database;
+  const attributes: Record<string, string | number> = { 'db.system.name': 'postgresql' };
+  if (typeof database === 'string') attributes['db.namespace'] = database;
+  if (typeof params.host === 'string') attributes['server.address'] = params.host;
+  if (typeof params.port === 'number') attributes['server.port'] = params.port;
+  if (command !== undefined) attributes['db.operation.name'] = command;
+  return { name: `${PG_OPERATION}:${command ?? 'unknown'}${typeof database === 'string' ? ` ${database}` : ''}`, attributes };
+}
+
+/** Gives a refused or cut query its error without anything being sent, the way pg fails a query itself. */
+export function failSubmittable(query: PgQuery, error: Error, connection: unknown): void {
+  // A stream (pg-query-stream) reports through 'error' only once destroyed; a cursor through handleError.
+  if (isFunction(query.destroy) && query.readable !== undefined) query.destroy(error);
+  else query.handleError?.(error, connection);
+}
+
+/** Client#query under an active deadline: refused, or sent and guarded until its result is delivered. */
+export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object) {
+  return (original: AnyFunction): AnyFunction =>
+    function query(this: unknown, ...args: unknown[]): unknown {
+      const outerSpan = slot.take();
+      const ctx = context.active();
+      const deadline = statementDeadline(host, 'pg', ctx);
+      if (deadline === undefined || args[0] === null || args[0] === undefined) return original.apply(this, args);
+      return guardedQuery(host, slot, owner, original, this as PgClient, args, deadline, ctx, outerSpan);
+    };
+}
+
+function refuse(client: PgClient, args: unknown[], submittable: PgQuery | undefined, error: Error): unknown {
+  if (submittable !== undefined) {
+    process.nextTick(() => failSubmittable(submittable, error, client.connection));
+    return submittable;
+  }
+  const callback = [args[1], args[2], (args[0] as { callback?: unknown }).callback].find(isFunction);
+  if (callback !== undefined) {
+    process.nextTick(deliver, callback, error);
+    return undefined;
+  }
+  return (client._Promise ?? Promise).reject(error);
+}
+
+function guardedQuery(
+  host: ClientHost,
+  slot: DriverSpanSlot,
+  owner: object,
+  original: AnyFunction,
+  client: PgClient,
+  args: unknown[],
+  deadline: Deadline,
+  ctx: Context,
+  outerSpan: Span | undefined,
+): unknown {
+  const config = args[0] as PgQuery | string;
+  const submittable = typeof config === 'object' && isFunction(config.submit) ? config : undefined;
+  const command = sqlCommand(typeof config === 'string' ? config : config.text);
+  const observe = host.settings.mode === 'observe';
+  const statement = new DbStatement({ deadline, observe, write: isSqlWrite(command), operation: PG_OPERATION });
+  if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
+  const refusal = refusalFor(deadline, PG_OPERATION, host.settings.minUsefulMs);
+  const weAreOutermost = isOwnWrapper(client.query, owner);
+  // A refused query never reaches an instrumentation below us; one above us shows its span through the hook.
+  if (outerSpan === undefined && (!driverInstrumented(original, client.query, owner) || (refusal !== undefined && weAreOutermost))) {
+    statement.startOwnSpan(host.tracer, ctx, pgSpanShape(client, command));
+  }
+  if (refusal !== undefined) {
+    if (!observe) {
+      statement.refuse(refusal);
+      return refuse(client, args, submittable, refusal);
+    }
+    statement.markWouldReject();
+  }
+  return new GuardedPgQuery(client, statement, submittable).run(slot, original, args);
+}
+
+/** One query between dispatch and delivery: finds it in pg's queues at the cutoff, cancels it, delivers once. */
+class GuardedPgQuery {
+  private query: PgQuery | undefined;
+  private userCallback: PgCallback | undefined;
+  private delivered = false;
+  private cancel: 'none' | 'pending' | 'told' | 'not_told' = 'none';
+  /** A result that arrived while the cancel request was still on its way: held until the server closed it. */
+  private held: (() => void) | undefined;
+  private ownError: Error | undefined;
+  private grace: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(
+    private readonly client: PgClient,
+    private readonly statement: DbStatement,
+    private readonly submittable: PgQuery | undefined,
+  ) {}
+
+  run(slot: DriverSpanSlot, original: AnyFunction, args: unknown[]): unknown {
+    const { client } = this;
+    let callArgs = args;
+    let promise: Promise<unknown> | undefined;
+    if (this.submittable === undefined) {
+      const found = [args[1], args[2], (args[0] as { callback?: unknown }).callback].find(isFunction);
+      if (found !== undefined) this.userCallback = found as PgCallback;
+      else {
+        promise = new (client._Promise ?? Promise)((resolve, reject) => {
+          this.userCallback = (err, res) => (err ? reject(err) : resolve(res));
+        });
+      }
+      const values = isFunction(args[1]) ? undefined : args[1];
+      callArgs = [args[0], values, (err: unknown, res: unknown) => this.onDriverResult(err, res)];
+    } else {
+      this.watchSubmittable(this.submittable);
+    }
+    const queue = client._queryQueue;
+    const queuedBefore = queue?.length ?? 0;
+    const activeBefore = activeQueryOf(client);
+    const result = slot.dispatch(this.statement, () => original.apply(client, callArgs));
+    this.query = this.submittable ?? this.locate(queuedBefore, activeBefore);
+    this.statement.arm(() => this.onCutoff());
+    return promise ?? result;
+  }
+
+  /** The Query pg made for this call: the newest in its queue, or the one it started at once. */
+  private locate(queuedBefore: number, activeBefore: PgQuery | null | undefined): PgQuery | undefined {
+    const queue = this.client._queryQueue;
+    if (queue !== undefined && queue.length > queuedBefore) return queue[queue.length - 1];
+    const active = activeQueryOf(this.client);
+    return active !== activeBefore && active !== null ? active : undefined;
+  }
+
+  private onCutoff(): void {
+    const { client, query } = this;
+    const queue = client._queryQueue;
+    const index = query === undefined || queue === undefined ? -1 : queue.indexOf(query);
+    if (index >= 0) {
+      // Not sent yet: it leaves pg's queue and fails through the driver's own path.
+      queue!.splice(index, 1);
+      this.ownError = this.statement.errorFor();
+      if (this.submittable !== undefined) {
+        this.statement.settle({ error: this.ownError, sent: false });
+        return failSubmittable(this.submittable, this.ownError, client.connection);
+      }
+      return query!.handleError?.(this.ownError, client.connection);
+    }
+    if (query === undefined || query !== activeQueryOf(client) || client.pipeline === true) {
+      // pg no longer runs it (its result is on the way) or we cannot tell which statement the backend runs.
+      return this.deliverEarly('not_told');
+    }
+    const cursorState = ((query as { cursor?: PgQuery }).cursor ?? query).state;
+    // A cursor suspended between reads runs nothing on the server: closing its portal is all it takes.
+    if (this.submittable !== undefined && cursorState === 'idle') return this.deliverEarly(undefined);
+    this.cancel = 'pending';
+    const params = client.connectionParameters ?? {};
+    const target = { host: params.host, port: params.port, processID: client.processID, secretKey: client.secretKey };
+    if (params.stream !== undefined) return this.onCancelSent(false); // a custom stream: we cannot reach the server ourselves
+    this.grace = setTimeout(() => this.deliverEarly(this.cancel === 'told' ? 'unconfirmed' : 'not_told'), CANCEL_GRACE_MS);
+    this.grace.unref();
+    sendPgCancel(target, (told) => this.onCancelSent(told));
+  }
+
+  private onCancelSent(told: boolean): void {
+    this.cancel = told ? 'told' : 'not_told';
+    if (this.held !== undefined) {
+      const held = this.held;
+      this.held = undefined;
+      return held();
+    }
+    // The server cannot be told: the caller gets its error now, the statement may run on.
+    if (!told) this.deliverEarly('not_told');
+  }
+
+  /** The caller gets DeadlineExceededError before the driver's answer; that answer is dropped when it comes. */
+  private deliverEarly(cancel: DbCancel | undefined): void {
+    if (this.delivered) return;
+    this.delivered = true;
+    clearTimeout(this.grace);
+    const error = this.statement.errorFor();
+    this.statement.settle({ error, cancel, sent: true });
+    if (this.submittable !== undefined) return failSubmittable(this.submittable, error, this.client.connection);
+    if (this.userCallback !== undefined) deliver(this.userCallback, error);
+  }
+
+  private onDriverResult(err: unknown, res: unknown): void {
+    if (this.delivered) return;
+    if (this.statement.aborted && this.cancel === 'pending') {
+      this.held = () => this.onDriverResult(err, res);
+      return;
+    }
+    this.delivered = true;
+    clearTimeout(this.grace);
+    const callback = this.userCallback!;
+    const { statement } = this;
+    if (!statement.aborted) {
+      statement.settle({ error: err ?? undefined });
+      return deliver(callback, err, res);
+    }
+    if (err !== undefined && err !== null && err === this.ownError) {
+      statement.settle({ error: err, sent: false });
+      return deliver(callback, err);
+    }
+    if (err === undefined || err === null) {
+      statement.settleCompletedAfterCutoff('too_late');
+      return deliver(callback, null, res);
+    }
+    if (isPgCancel(err)) {
+      const error = statement.errorFor(err);
+      statement.settle({ error, cancel: 'confirmed' });
+      return deliver(callback, error);
+    }
+    // It failed on its own (a constraint, a lost connection): that error is the truth.
+    statement.settle({ error: err, cancel: this.cancel === 'told' ? 'unconfirmed' : 'not_told' });
+    deliver(callback, err);
+  }
+
+  /** Submittables (pg-cursor, pg-query-stream) report through their own methods; watch those. */
+  private watchSubmittable(query: PgQuery): void {
+    const handleError = query.handleError;
+    const handleReadyForQuery = query.handleReadyForQuery;
+    if (!isFunction(handleError) || !isFunction(handleReadyForQuery)) return;
+    const ownError = Object.prototype.hasOwnProperty.call(query, 'handleError');
+    const ownReady = Object.prototype.hasOwnProperty.call(query, 'handleReadyForQuery');
+    const restore = () => {
+      if (ownError) query.handleError = handleError;
+      else delete query.handleError;
+      if (ownReady) query.handleReadyForQuery = handleReadyForQuery;
+      else delete query.handleReadyForQuery;
+    };
+    let failure: unknown;
+    query.handleError = (err: unknown, connection: unknown) => {
+      if (this.statement.aborted && isPgCancel(err) && !this.delivered) {
+        failure = this.statement.errorFor(err);
+        this.delivered = true;
+        clearTimeout(this.grace);
+        this.statement.settle({ error: failure, cancel: 'confirmed' });
+        return handleError.call(query, failure, connection);
+      }
+      failure ??= err;
+      return handleError.call(query, err, connection);
+    };
+    query.handleReadyForQuery = (connection: unknown) => {
+      restore();
+      if (!this.delivered) {
+        this.delivered = true;
+        clearTimeout(this.grace);
+        if (this.statement.aborted && failure === undefined) this.statement.settleCompletedAfterCutoff('too_late');
+        else this.statement.settle({ error: failure, cancel: this.cancel === 'told' ? 'unconfirmed' : undefined });
+      }
+      return handleReadyForQuery.call(query, connection);
+    };
+  }
+}
