@@ -43,6 +43,8 @@ function demote(markdown) {
 }
 
 const lineage = read('docs/lineage.md');
+// The README shows the databases page's opening paragraph; its tables live in docs/databases.md.
+const [databasesTour] = sections(read('docs/databases.md'), 2);
 const [tryIt, ...lineageRest] = sections(lineage, 2);
 const parts = [
   read('docs/intro.md'),
@@ -50,6 +52,8 @@ const parts = [
   read('docs/install.md'),
   read('docs/core.md'),
   without(read('docs/instrumentation.md'), 2, ['Benchmarks']),
+  demote(databasesTour.lines.join('\n')).replace(/^## .*/m, '## Databases') +
+    '\nWhat is refused, what is cancelled where, the error and the outcome, driver by driver: [docs/databases.md](docs/databases.md).',
   read('docs/agent.md'),
   lineageRest.map((section) => section.lines.join('\n')).join('\n'),
   without(demote(read('docs/hardening.md')), 3, ['Benchmarks']),

@@ -110,6 +110,8 @@ class GuardedPgQuery {
   private held: (() => void) | undefined;
   private ownError: Error | undefined;
   private grace: ReturnType<typeof setTimeout> | undefined;
+  /** We failed the submittable ourselves: its end-of-statement must not turn the error into an `end`. */
+  private failedByUs = false;
 
   constructor(
     private readonly client: PgClient,
@@ -199,7 +201,10 @@ class GuardedPgQuery {
     clearTimeout(this.grace);
     const error = this.statement.errorFor();
     this.statement.settle({ error, cancel, sent: true });
-    if (this.submittable !== undefined) return failSubmittable(this.submittable, error, this.client.connection);
+    if (this.submittable !== undefined) {
+      this.failedByUs = true;
+      return failSubmittable(this.submittable, error, this.client.connection);
+    }
     if (this.userCallback !== undefined) deliver(this.userCallback, error);
   }
 
@@ -268,6 +273,8 @@ class GuardedPgQuery {
         if (this.statement.aborted && failure === undefined) this.statement.settleCompletedAfterCutoff('too_late');
         else this.statement.settle({ error: failure, cancel: this.cancel === 'told' ? 'unconfirmed' : undefined });
       }
+      // pg-cursor would mark itself done and emit 'end', so its next read would see no error.
+      if (this.failedByUs) return;
       return handleReadyForQuery.call(query, connection);
     };
   }

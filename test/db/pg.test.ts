@@ -4,6 +4,7 @@
  * our own spans. Every "nothing ran" is counted on the server (a log table the
  * statement itself writes), every "stopped" in pg_stat_activity.
  */
+import { createRequire } from 'node:module';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -15,6 +16,7 @@ import {
   withDeadline,
 } from '../../src';
 import { installOtel, sleep, type TestOtel } from '../helpers/otel';
+import { startTcpProxy } from './tcp-proxy';
 import { activeWith, createLogTable, eventually, LOG_TABLE, PG_CONFIG, ranOnServer, requirePg, tag, under, type Pg } from './pg-fixture';
 
 let otel: TestOtel;
@@ -291,5 +293,82 @@ describe('untouched and completed', () => {
     expect(await ranOnServer(admin, value)).toBe(1);
     const span = pgSpans()[0];
     expect(span.attributes['deadline.outcome']).toBe('completed');
+  });
+});
+
+describe('the cancel path’s edges', () => {
+  it('the cancel connection cannot be opened: DeadlineExceededError at the cutoff, span says not_told', async () => {
+    const proxy = await startTcpProxy(PG_CONFIG.port);
+    cleanups.push(() => proxy.close());
+    const c = new pg.Client({ ...PG_CONFIG, port: proxy.port });
+    await c.connect();
+    cleanups.push(() => c.end().catch(() => {}));
+    await proxy.refuseNew();
+    const marker = tag();
+    const deadline = openDeadline({ operation: 'no-cancel', timeoutMs: 200, parent: null });
+    const started = performance.now();
+    const err = await under(deadline, () => c.query(`SELECT pg_sleep(1), '${marker}'`).catch((e: unknown) => e));
+    const elapsed = performance.now() - started;
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    // Answered near the cutoff, not after the 1 s statement (the server was never told).
+    expect(elapsed).toBeLessThan(900);
+    expect(await activeWith(admin, marker)).toBe(1);
+    const span = pgSpans().find((s) => s.attributes['deadline.db.cancel'] !== undefined)!;
+    expect(span.attributes['deadline.db.cancel']).toBe('not_told');
+    expect(span.attributes['deadline.outcome']).toBe('expired');
+  });
+
+  it('a statement that finishes while its cancel is on the way returns its result as completed', async () => {
+    const proxy = await startTcpProxy(PG_CONFIG.port);
+    cleanups.push(() => proxy.close());
+    const c = new pg.Client({ ...PG_CONFIG, port: proxy.port });
+    await c.connect();
+    cleanups.push(() => c.end().catch(() => {}));
+    // The cancel connection is held 600 ms: the 250 ms statement ends first, the 1 s grace has not run out.
+    proxy.delayNew(600);
+    const deadline = openDeadline({ operation: 'race', timeoutMs: 100, parent: null });
+    const result = await under(deadline, () => c.query<{ done: string }>("SELECT pg_sleep(0.25), 'finished' AS done"));
+    expect(result.rows[0].done).toBe('finished');
+    // The late cancel reached an idle backend and hit nothing: the next statement runs in full.
+    const next = await c.query<{ done: string }>("SELECT pg_sleep(0.2), 'next' AS done");
+    expect(next.rows[0].done).toBe('next');
+    const span = pgSpans().find((s) => s.attributes['deadline.db.cancel'] === 'too_late')!;
+    expect(span.attributes['deadline.outcome']).toBe('completed');
+  });
+
+  it('pg-query-stream errors at the cutoff and the server stops fetching', async () => {
+    const QueryStream = createRequire(import.meta.url)('pg-query-stream') as typeof import('pg-query-stream');
+    const c = await client();
+    const marker = tag();
+    // 100 rows of 50 ms each: 5 s of work on the server, cut at 300 ms.
+    const stream = new QueryStream(`SELECT i, pg_sleep(0.05), '${marker}' FROM generate_series(1, 100) AS i`, [], { batchSize: 10 });
+    const deadline = openDeadline({ operation: 'stream', timeoutMs: 300, parent: null });
+    let rows = 0;
+    const err = await under(deadline, () =>
+      new Promise((resolve) => {
+        c.query(stream);
+        stream.on('data', () => rows++);
+        stream.once('error', resolve);
+        stream.once('end', () => resolve(undefined));
+      }),
+    );
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    expect(rows).toBeLessThan(100);
+    expect(await eventually(() => activeWith(admin, marker), 0)).toBe(0);
+    await c.query('SELECT 1');
+  });
+
+  it('an idle pg-cursor is closed at the cutoff and its next read fails', async () => {
+    const Cursor = createRequire(import.meta.url)('pg-cursor') as typeof import('pg-cursor');
+    const c = await client();
+    const deadline = openDeadline({ operation: 'cursor', timeoutMs: 200, parent: null });
+    const cursor = under(deadline, () => c.query(new Cursor('SELECT i FROM generate_series(1, 1000) AS i')));
+    const first = await cursor.read(10);
+    expect(first).toHaveLength(10);
+    // Idle between reads past the cutoff (200 ms budget, 400 ms pause).
+    await sleep(400);
+    const err = await cursor.read(10).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    await c.query('SELECT 1');
   });
 });
