@@ -15,6 +15,7 @@ import {
   openDeadline,
   withDeadline,
 } from '../../src';
+import { passedDeadline } from '../helpers/clock';
 import { installOtel, sleep, type TestOtel } from '../helpers/otel';
 import { startTcpProxy } from './tcp-proxy';
 import { activeWith, createLogTable, eventually, LOG_TABLE, PG_CONFIG, ranOnServer, requirePg, tag, under, type Pg } from './pg-fixture';
@@ -59,12 +60,6 @@ function pool(options: import('pg').PoolConfig = {}): import('pg').Pool {
 
 const insert = (value: string): [string, string[]] => [`INSERT INTO ${LOG_TABLE} (tag) VALUES ($1)`, [value]];
 
-/** A deadline that has already passed: 20 ms of budget, then 60 ms of waiting. */
-async function expired() {
-  const deadline = openDeadline({ operation: 'expired', timeoutMs: 20, parent: null });
-  await sleep(60);
-  return deadline;
-}
 
 function pgSpans() {
   return otel.spans().filter((s) => s.name.startsWith('pg.query'));
@@ -75,7 +70,7 @@ describe('before sending', () => {
     const c = await client();
     const p = pool();
     const values = [tag(), tag(), tag(), tag()];
-    const deadline = await expired();
+    const deadline = await passedDeadline();
     const errors = await under(deadline, () =>
       Promise.all([
         c.query(...insert(values[0])).catch((e: unknown) => e),
