@@ -2,13 +2,18 @@ import { InstrumentationNodeModuleDefinition } from '@opentelemetry/instrumentat
 import type { ClientHost } from '../client/host';
 import type { MethodPatch } from '../wrap';
 import { DriverSpanSlot } from './driver-span';
+import type { DbDriver } from './begin';
+import { patchMysql2 } from './mysql2';
 import { patchPg } from './pg';
 
 type Exports = Record<string, unknown>;
 type Patcher = (exports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean) => MethodPatch[];
 
 /** The database drivers, the versions covered and the module names the ESM loader hook must include. */
-const DRIVERS: readonly { name: 'pg'; versions: string[]; patch: Patcher }[] = [{ name: 'pg', versions: ['>=8.0.0 <9'], patch: patchPg }];
+const DRIVERS: readonly { name: DbDriver; versions: string[]; patch: Patcher }[] = [
+  { name: 'pg', versions: ['>=8.0.0 <9'], patch: patchPg },
+  { name: 'mysql2', versions: ['>=3.0.0 <4'], patch: patchMysql2 },
+];
 
 export const DATABASE_MODULES: readonly string[] = DRIVERS.map((driver) => driver.name);
 
@@ -18,7 +23,7 @@ export const DATABASE_MODULES: readonly string[] = DRIVERS.map((driver) => drive
  * driver instrumentations' spans to our statements.
  */
 export class DatabaseDrivers {
-  readonly slots = { pg: new DriverSpanSlot() };
+  readonly slots: Record<DbDriver, DriverSpanSlot> = { pg: new DriverSpanSlot(), mysql2: new DriverSpanSlot(), ioredis: new DriverSpanSlot() };
   private readonly patches = new Map<object, MethodPatch[]>();
 
   constructor(
@@ -27,7 +32,7 @@ export class DatabaseDrivers {
     private readonly isActive: () => boolean,
   ) {}
 
-  definitions(enabled: (driver: 'pg') => boolean): InstrumentationNodeModuleDefinition[] {
+  definitions(enabled: (driver: DbDriver) => boolean): InstrumentationNodeModuleDefinition[] {
     return DRIVERS.filter((driver) => enabled(driver.name)).map(
       (driver) =>
         new InstrumentationNodeModuleDefinition(

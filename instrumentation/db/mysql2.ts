@@ -1,0 +1,251 @@
+import { context, type Context, type Span } from '@opentelemetry/api';
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
+import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
+import { refusalFor } from '../client/begin';
+import type { ClientHost } from '../client/host';
+import { isOwnWrapper, wrapMethod, type MethodPatch } from '../wrap';
+import type { DbCancel } from './attributes';
+import { statementDeadline } from './begin';
+import { deliver, isFunction } from './deliver';
+import { driverInstrumented, type DriverSpanSlot } from './driver-span';
+import { CANCEL_GRACE_MS } from './pg-query';
+import { MysqlKiller } from './mysql2-kill';
+import { isSqlWrite, sqlCommand } from './sql';
+import { DbStatement, type SpanShape } from './statement';
+
+type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+type Exports = Record<string, unknown>;
+type Callback = (err: unknown, ...results: unknown[]) => void;
+
+/** ER_QUERY_INTERRUPTED: what MariaDB/MySQL answers a statement `KILL QUERY` stopped. */
+export const ER_QUERY_INTERRUPTED = 1317;
+const OPERATION = 'mysql2.query';
+
+interface MysqlCommand {
+  sql?: unknown;
+  onResult?: unknown;
+  next?: unknown;
+  start?: unknown;
+}
+
+interface MysqlConnection {
+  query: unknown;
+  threadId?: unknown;
+  config?: { host?: unknown; port?: unknown; user?: unknown; database?: unknown; socketPath?: unknown };
+  _command?: unknown;
+}
+
+interface MysqlPool {
+  _connectionQueue?: { length: number; peekAt(index: number): unknown; toArray(): unknown[]; removeOne(index: number): unknown };
+}
+
+function isInterrupted(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { errno?: unknown }).errno === ER_QUERY_INTERRUPTED;
+}
+
+/** instrumentation-mysql2's span name (the statement's command) and connection attributes; never the SQL text. */
+function mysqlSpanShape(connection: MysqlConnection, command: string | undefined): SpanShape {
+  const config = connection.config ?? {};
+  const attributes: Record<string, string | number> = { 'db.system.name': 'mysql' };
+  if (typeof config.database === 'string') attributes['db.namespace'] = config.database;
+  if (typeof config.host === 'string') attributes['server.address'] = config.host;
+  if (typeof config.port === 'number') attributes['server.port'] = config.port;
+  if (command !== undefined) attributes['db.operation.name'] = command;
+  return { name: command ?? 'mysql', attributes };
+}
+
+/** The patches for one loaded `mysql2`: query and execute on every connection, and the pool's wait for one. */
+export function patchMysql2(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
+  const exports = (moduleExports.Connection === undefined && typeof moduleExports.default === 'object' ? moduleExports.default : moduleExports) as Exports;
+  const Connection = exports.Connection as (new (opts: { config: unknown }) => never) | undefined;
+  const connection = (Connection as { prototype?: Exports } | undefined)?.prototype;
+  const pool = (exports.Pool as { prototype?: Exports } | undefined)?.prototype;
+  if (Connection === undefined || connection === undefined) return [];
+  const killer = new MysqlKiller(Connection);
+  const patches: MethodPatch[] = [];
+  const add = (patch: MethodPatch | undefined) => patch !== undefined && patches.push(patch);
+  for (const method of ['query', 'execute']) {
+    add(wrapMethod(connection, method, owner, isActive, makeStatementWrapper(host, slot, owner, killer, method)));
+  }
+  if (pool !== undefined) add(wrapMethod(pool, 'getConnection', owner, isActive, makeGetConnectionWrapper(host)));
+  return patches;
+}
+
+function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, killer: MysqlKiller, method: string) {
+  return (original: AnyFunction): AnyFunction =>
+    function statement(this: unknown, ...args: unknown[]): unknown {
+      const outerSpan = slot.take();
+      const ctx = context.active();
+      const deadline = statementDeadline(host, 'mysql2', ctx);
+      if (deadline === undefined || args[0] === null || args[0] === undefined) return original.apply(this, args);
+      return guarded(host, slot, owner, killer, original, this as MysqlConnection, args, deadline, ctx, outerSpan, method);
+    };
+}
+
+// eslint-disable-next-line max-params -- one call's whole state, passed once
+function guarded(
+  host: ClientHost,
+  slot: DriverSpanSlot,
+  owner: object,
+  killer: MysqlKiller,
+  original: AnyFunction,
+  connection: MysqlConnection,
+  args: unknown[],
+  deadline: Deadline,
+  ctx: Context,
+  outerSpan: Span | undefined,
+  method: string,
+): unknown {
+  const first = args[0] as string | MysqlCommand;
+  const command = typeof first === 'object' && isFunction(first.onResult) ? first : undefined;
+  const sql = typeof first === 'string' ? first : first.sql;
+  const observe = host.settings.mode === 'observe';
+  const statement = new DbStatement({ deadline, observe, write: isSqlWrite(sqlCommand(sql)), operation: OPERATION });
+  if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
+  const current = (connection as unknown as Record<string, unknown>)[method];
+  const refusal = refusalFor(deadline, OPERATION, host.settings.minUsefulMs);
+  if (outerSpan === undefined && (!driverInstrumented(original, current, owner) || (refusal !== undefined && isOwnWrapper(current, owner)))) {
+    statement.startOwnSpan(host.tracer, ctx, mysqlSpanShape(connection, sqlCommand(sql)));
+  }
+  // Find the caller's callback: (sql, cb), (sql, values, cb), or a command object carrying it (Pool#query).
+  const index = isFunction(args[2]) ? 2 : isFunction(args[1]) ? 1 : -1;
+  const callback = (index >= 0 ? args[index] : command?.onResult) as Callback | undefined;
+  if (refusal !== undefined && !observe) {
+    statement.refuse(refusal);
+    if (callback === undefined) return original.apply(connection, args); // event-emitter use: not covered, documented
+    if (command !== undefined) command.start = () => null; // Pool#query's command: ends without being sent
+    process.nextTick(deliver, callback, refusal);
+    return command !== undefined ? original.apply(connection, args) : undefined;
+  }
+  if (refusal !== undefined) statement.markWouldReject();
+  if (callback === undefined) {
+    statement.settle({});
+    return original.apply(connection, args);
+  }
+  const call = new GuardedMysqlStatement(connection, statement, killer, callback);
+  const callArgs = [...args];
+  if (index >= 0) callArgs[index] = call.driverCallback;
+  else command!.onResult = call.driverCallback;
+  const result = slot.dispatch(statement, () => original.apply(connection, callArgs)) as MysqlCommand | undefined;
+  call.command = result ?? command;
+  statement.arm(() => call.onCutoff());
+  return result;
+}
+
+class GuardedMysqlStatement {
+  command: MysqlCommand | undefined;
+  private delivered = false;
+  private kill: 'none' | 'pending' | 'told' | 'not_told' = 'none';
+  private held: (() => void) | undefined;
+  private grace: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(
+    private readonly connection: MysqlConnection,
+    private readonly statement: DbStatement,
+    private readonly killer: MysqlKiller,
+    private readonly callback: Callback,
+  ) {}
+
+  readonly driverCallback = (err: unknown, ...results: unknown[]): void => {
+    if (this.delivered) return;
+    if (this.kill === 'pending') {
+      this.held = () => this.driverCallback(err, ...results);
+      return;
+    }
+    this.delivered = true;
+    clearTimeout(this.grace);
+    const { statement } = this;
+    const failed = err !== undefined && err !== null;
+    if (!statement.aborted) {
+      statement.settle({ error: failed ? err : undefined });
+      return deliver(this.callback, err, ...results);
+    }
+    if (!failed) {
+      statement.settleCompletedAfterCutoff('too_late');
+      return deliver(this.callback, null, ...results);
+    }
+    if (isInterrupted(err)) {
+      const error = statement.errorFor(err);
+      statement.settle({ error, cancel: 'confirmed' });
+      return deliver(this.callback, error);
+    }
+    statement.settle({ error: err, cancel: this.kill === 'told' ? 'unconfirmed' : 'not_told' });
+    deliver(this.callback, err);
+  };
+
+  onCutoff(): void {
+    const { command, connection } = this;
+    if (command !== undefined && command.next === null && connection._command !== command) {
+      // Still queued on the connection: it will be skipped when its turn comes, never sent.
+      command.start = () => null;
+      return this.deliverEarly(undefined, false);
+    }
+    if (connection.config === undefined) return this.deliverEarly('not_told', true);
+    this.kill = 'pending';
+    this.grace = setTimeout(() => this.deliverEarly(this.kill === 'told' ? 'unconfirmed' : 'not_told', true), CANCEL_GRACE_MS);
+    this.grace.unref();
+    this.killer.kill(connection.config, connection.threadId, (told) => {
+      this.kill = told ? 'told' : 'not_told';
+      const held = this.held;
+      this.held = undefined;
+      if (held !== undefined) return held();
+      if (!told) this.deliverEarly('not_told', true);
+    });
+  }
+
+  private deliverEarly(cancel: DbCancel | undefined, sent: boolean): void {
+    if (this.delivered) return;
+    this.delivered = true;
+    clearTimeout(this.grace);
+    const error = this.statement.errorFor();
+    this.statement.settle({ error, cancel, sent });
+    deliver(this.callback, error);
+  }
+}
+
+/**
+ * Pool#getConnection under an active deadline: the callback runs in the
+ * caller's context (the pool may hand over a connection from another
+ * request's release), and at the cutoff a waiter leaves the pool's queue with
+ * DeadlineExceededError; a connection that arrives for it later is released.
+ */
+function makeGetConnectionWrapper(host: ClientHost) {
+  return (original: AnyFunction): AnyFunction =>
+    function getConnection(this: unknown, ...args: unknown[]): unknown {
+      const ctx = context.active();
+      const deadline = statementDeadline(host, 'mysql2', ctx);
+      const given = args[0];
+      if (deadline === undefined || !isFunction(given) || host.settings.mode === 'observe') return original.apply(this, args);
+      const callback = context.bind(ctx, given as Callback);
+      const refusal = refusalFor(deadline, 'mysql2.getConnection', host.settings.minUsefulMs);
+      if (refusal !== undefined) return void process.nextTick(deliver, callback, refusal);
+      const pool = this as MysqlPool;
+      const queue = pool._connectionQueue;
+      const before = queue?.length ?? 0;
+      const wait: { settled: boolean; unsubscribe?: () => void } = { settled: false };
+      original.call(this, (err: unknown, conn?: { release(): void }) => {
+        if (wait.settled) {
+          if ((err === null || err === undefined) && conn !== undefined) conn.release();
+          return;
+        }
+        wait.settled = true;
+        wait.unsubscribe?.();
+        deliver(callback, err, conn);
+      });
+      if (wait.settled) return undefined;
+      const waiter = queue !== undefined && queue.length > before ? queue.peekAt(queue.length - 1) : undefined;
+      wait.unsubscribe = onDeadlineAbort(deadline, (reason) => {
+        if (wait.settled) return;
+        wait.settled = true;
+        wait.unsubscribe?.();
+        const index = waiter === undefined ? -1 : queue!.toArray().indexOf(waiter);
+        if (index >= 0) queue!.removeOne(index);
+        const error =
+          abortCodeOf(reason) === 'CANCELLED'
+            ? new DeadlineCancelledError('mysql2.getConnection', reason)
+            : new DeadlineExceededError('mysql2.getConnection', deadline.expiresAtMs, { cause: reason });
+        deliver(callback, error);
+      });
+      return undefined;
+    };
+}
