@@ -82,7 +82,6 @@ function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: obj
     };
 }
 
-// eslint-disable-next-line max-params -- one call's whole state, passed once
 function guarded(
   host: ClientHost,
   slot: DriverSpanSlot,

@@ -367,3 +367,18 @@ describe('the cancel path’s edges', () => {
     await c.query('SELECT 1');
   });
 });
+
+describe('the guard lives as long as the statement', () => {
+  it('a query started inside withDeadline and awaited after it returned is still cancelled at the cutoff', async () => {
+    const c = await client();
+    const marker = tag();
+    // The scope returns at once and disposes its deadline; the statement keeps its 200 ms guard.
+    const { pending } = await withDeadline({ operation: 'scope', timeoutMs: 200, parent: null }, async () => ({
+      pending: c.query(`SELECT pg_sleep(5), '${marker}'`).catch((e: unknown) => e),
+    }));
+    const err = (await pending) as DeadlineExceededError;
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    expect((err.cause as { code?: string }).code).toBe('57014');
+    expect(await eventually(() => activeWith(admin, marker), 0)).toBe(0);
+  });
+});
