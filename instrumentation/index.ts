@@ -2,3 +2,4 @@
 export { DeadlineInstrumentation } from './DeadlineInstrumentation';
 export type { DeadlineInstrumentationConfig, DeadlineMode, OutgoingRequestInfo } from './types';
 export { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT, HEADER_DEADLINE_EXPIRED } from './names';
+export { DeadlineEnvError } from './env';

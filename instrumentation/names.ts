@@ -1,14 +1,21 @@
-/** Names this instrumentation adds to the core's contract in src/attributes.ts. */
+/** Names this instrumentation adds to the core's contract in src/attributes.ts (grouped there too). */
+import { DeadlineAttributes } from '../src/attributes';
 
 /** Observe mode: the call or request would have been aborted at its cutoff or by a disconnect. */
-export const ATTR_DEADLINE_WOULD_ABORT = 'deadline.would_abort';
+export const ATTR_DEADLINE_WOULD_ABORT = DeadlineAttributes.WOULD_ABORT;
 /** Observe mode: the call would have been refused, or the request rejected on arrival. */
-export const ATTR_DEADLINE_WOULD_REJECT = 'deadline.would_reject';
+export const ATTR_DEADLINE_WOULD_REJECT = DeadlineAttributes.WOULD_REJECT;
 
-/** Set to `1` on the early-reject reply of a server that refused a request for lack of time. */
-export const HEADER_DEADLINE_EXPIRED = 'x-deadline-expired';
+/** Kept here too for code that imported it from the instrumentation; the agent helpers share it from src/. */
+export { HEADER_DEADLINE_EXPIRED } from '../src/attributes';
 
 /** The instrumentation scope name of DeadlineInstrumentation's own spans. */
 export const INSTRUMENTATION_NAME = 'otel-deadline/instrumentation';
-/** Kept in step with package.json by hand: reading package.json at runtime would pull it into the build. */
-export const INSTRUMENTATION_VERSION = '0.1.0';
+/**
+ * The package's version, read from its own package.json through the package's
+ * self-reference (its `exports` lists ./package.json), so the sources under test
+ * and the built files in an installed copy both find the right file. An import
+ * of the JSON would make tsc copy package.json into dist/.
+ */
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+export const INSTRUMENTATION_VERSION: string = (require('otel-deadline/package.json') as { version: string }).version;

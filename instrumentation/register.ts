@@ -5,6 +5,8 @@
  * and undici instrumentations, and the OTLP/HTTP trace exporter configured by
  * the standard OTEL_* variables. Deadline options come from OTEL_DEADLINE_*.
  */
+// First: it stops with one line naming the command when a package loaded below is not installed.
+import './register-peers';
 import { register as registerLoaderHooks } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { isMainThread } from 'node:worker_threads';

@@ -6,7 +6,11 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 
 const require = createRequire(import.meta.url);
 // A third element `sideEffect` marks an entry that is run, not re-exported (it is never required here).
-const entries = [['index.mjs', '../cjs/src/index.js'], ['register.mjs', '../cjs/instrumentation/register.js', 'sideEffect']];
+const entries = [
+  ['index.mjs', '../cjs/src/index.js'],
+  ['lineage.mjs', '../cjs/src/lineage/index.js'],
+  ['register.mjs', '../cjs/instrumentation/register.js', 'sideEffect'],
+];
 
 mkdirSync(new URL('../dist/esm/', import.meta.url), { recursive: true });
 for (const [file, target, kind] of entries) {

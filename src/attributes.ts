@@ -36,4 +36,50 @@ export const HEADER_BAGGAGE = 'baggage';
 export const HEADER_GRPC_TIMEOUT = 'grpc-timeout';
 export const HEADER_CONNECT_TIMEOUT_MS = 'connect-timeout-ms';
 export const HEADER_RUN_DEADLINE_MS = 'x-run-deadline-ms';
+/** Set to `1` on the early-reject reply of a server that refused a request for lack of time. */
+export const HEADER_DEADLINE_EXPIRED = 'x-deadline-expired';
 export const BAGGAGE_DEADLINE_KEY = 'deadline.at_ms';
+
+// The same names grouped by what they name, for code that reads spans, metrics
+// or headers: `DeadlineAttributes.OUTCOME` instead of ATTR_DEADLINE_OUTCOME.
+// The flat constants above stay exported and equal.
+
+/** Span attribute names the span processor (and the instrumentation's observe mode) writes. */
+export const DeadlineAttributes = {
+  AT_MS: ATTR_DEADLINE_AT_MS,
+  REMAINING_MS: ATTR_DEADLINE_REMAINING_MS,
+  BUDGET_MS: ATTR_DEADLINE_BUDGET_MS,
+  SOURCE: ATTR_DEADLINE_SOURCE,
+  OPERATION: ATTR_DEADLINE_OPERATION,
+  WIRE_SKEW_MS: ATTR_DEADLINE_WIRE_SKEW_MS,
+  QUEUE_DWELL_MS: ATTR_DEADLINE_QUEUE_DWELL_MS,
+  REMAINING_AT_END_MS: ATTR_DEADLINE_REMAINING_AT_END_MS,
+  EXCEEDED: ATTR_DEADLINE_EXCEEDED,
+  OUTCOME: ATTR_DEADLINE_OUTCOME,
+  ABORT_CODE: ATTR_DEADLINE_ABORT_CODE,
+  ABORT_REASON: ATTR_DEADLINE_ABORT_REASON,
+  LATE: ATTR_DEADLINE_LATE,
+  VIOLATION: ATTR_DEADLINE_VIOLATION,
+  WOULD_ABORT: 'deadline.would_abort',
+  WOULD_REJECT: 'deadline.would_reject',
+} as const;
+
+/** Metric instrument names, and the attribute on the `deadline.remaining` histogram. */
+export const DeadlineMetrics = {
+  VIOLATIONS: METRIC_VIOLATIONS,
+  ABORTS: METRIC_ABORTS,
+  REMAINING: METRIC_REMAINING,
+  SPAN_KIND_ATTRIBUTE: ATTR_SPAN_KIND,
+} as const;
+
+/** Wire names: the headers written and read, and the baggage key. */
+export const DeadlineHeaders = {
+  REMAINING_MS: HEADER_REMAINING_MS,
+  AT_MS: HEADER_AT_MS,
+  BAGGAGE: HEADER_BAGGAGE,
+  GRPC_TIMEOUT: HEADER_GRPC_TIMEOUT,
+  CONNECT_TIMEOUT_MS: HEADER_CONNECT_TIMEOUT_MS,
+  RUN_DEADLINE_MS: HEADER_RUN_DEADLINE_MS,
+  EXPIRED: HEADER_DEADLINE_EXPIRED,
+  BAGGAGE_KEY: BAGGAGE_DEADLINE_KEY,
+} as const;

@@ -45,3 +45,33 @@ export const ATTR_TOOL_ERROR = 'tool.error';
 
 /** On a `detach` root span: the trace the durable work was declared from. */
 export const ATTR_DETACHED_FROM_TRACE_ID = 'deadline.detached_from.trace_id';
+
+// The same names grouped, as in ../attributes.ts; the flat constants above stay exported and equal.
+
+/** The retry event and its attributes. */
+export const RetryEvent = {
+  NAME: EVENT_RETRY_ATTEMPT,
+  ATTEMPT: ATTR_RETRY_ATTEMPT,
+  STARTED: ATTR_RETRY_STARTED,
+  BACKOFF_MS: ATTR_RETRY_BACKOFF_MS,
+  DECISION: ATTR_RETRY_DECISION,
+  ERROR: ATTR_RETRY_ERROR,
+} as const;
+
+/** Tool-call event names, and the attributes on them. */
+export const ToolEvents = {
+  QUEUED: EVENT_TOOL_QUEUED,
+  STARTED: EVENT_TOOL_STARTED,
+  COMPLETED: EVENT_TOOL_COMPLETED,
+  ABORTED: EVENT_TOOL_ABORTED,
+} as const;
+export const ToolAttributes = {
+  REQUEST_ID: ATTR_TOOL_REQUEST_ID,
+  CALL_ID: ATTR_TOOL_CALL_ID,
+  PARENT_CALL_ID: ATTR_TOOL_PARENT_CALL_ID,
+  OPERATION: ATTR_TOOL_OPERATION,
+  ATTEMPT: ATTR_TOOL_ATTEMPT,
+  OBSERVED_AT_MS: ATTR_TOOL_OBSERVED_AT_MS,
+  ERROR: ATTR_TOOL_ERROR,
+  DETACHED_FROM_TRACE_ID: ATTR_DETACHED_FROM_TRACE_ID,
+} as const;

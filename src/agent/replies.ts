@@ -1,5 +1,5 @@
 // The transport instrumentation's early reject sets this header; a retry must never repeat such a call.
-import { HEADER_DEADLINE_EXPIRED } from '../../instrumentation/names';
+import { HEADER_DEADLINE_EXPIRED } from '../attributes';
 
 /**
  * Recognises, without throwing, what a failed call exposes about why it failed:

@@ -1,4 +1,5 @@
-// Programmatic access to what the `deadline-lineage` CLI does (the demo and tests use it).
+// `otel-deadline/lineage`: programmatic access to what the `deadline-lineage` CLI does
+// (load traces, build the deadline tree, render it as text or HTML, receive OTLP).
 export { loadTraces, parseTraceText, pickTrace, LineageInputError, type LoadOptions } from './load';
 export { groupTraces, deadlineFacts, type LineageSpan, type LineageTrace, type DeadlineFacts, type TagValue } from './model';
 export { buildTree, summarize, hasViolation, type LineageNode, type LineageTree, type LineageSummary } from './tree';

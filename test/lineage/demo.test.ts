@@ -67,6 +67,21 @@ describe('npm run demo (node examples/demo/run.mjs on the built package)', () =>
     expect(stdout).toMatch(/^ {2}late: agent: cache\.refresh: later_than_parent \(cutoff \+\d+ ms, parent's \+\d+ ms\)$/m);
   });
 
+  it('prints what the sample in docs/lineage.md shows: the same spans with the same outcomes', () => {
+    const docs = readFileSync(resolve(__dirname, '../../docs/lineage.md'), 'utf8');
+    const sample = /<!-- demo-sample[^>]*-->\n```text\n([\s\S]*?)```/.exec(docs)?.[1] ?? '';
+    // A span line: tree drawing, "service: operation", cutoff, remaining, spent, then the outcome column.
+    const span = /^[\s│├└─]*(.+?) +[+-]\d+ ms +\d+ → \d+ ms +\d+ ms {2}(.+)$/;
+    const outcomes = (text: string) =>
+      new Map(text.split('\n').flatMap((l) => (span.test(l) ? [span.exec(l)!.slice(1, 3) as [string, string]] : [])));
+    const shown = outcomes(sample);
+    const real = outcomes(stdout);
+    expect(shown.size).toBeGreaterThanOrEqual(6);
+    for (const [name, outcome] of shown) expect([name, real.get(name)]).toEqual([name, outcome]);
+    const summary = (text: string) => /^summary: .*$/m.exec(text)?.[0].replace(/\d+/g, 'N');
+    expect(summary(sample)).toBe(summary(stdout));
+  });
+
   it('writes demo-lineage.html and the OTLP/JSON file, which the CLI gate rejects', async () => {
     expect(readFileSync(join(dir, 'demo-lineage.html'), 'utf8')).toMatch(/class="bar [^"]*late"/);
     const traces = join(dir, 'demo-traces.json');
