@@ -104,6 +104,8 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
    * Without it the span processor still derives `expired` / `completed`.
    */
   readonly pgRequestHook = (span: Span): void => this.drivers.slots.pg.hook(span);
+  /** Pass as `requestHook` to IORedisInstrumentation, for the same reason as pgRequestHook. */
+  readonly ioredisRequestHook = (span: Span): void => this.drivers.slots.ioredis.hook(span);
 
   protected init(): InstrumentationNodeModuleDefinition[] {
     this.drivers ??= new DatabaseDrivers(this, this.host(), () => this.isEnabled());

@@ -3,6 +3,7 @@ import type { ClientHost } from '../client/host';
 import type { MethodPatch } from '../wrap';
 import { DriverSpanSlot } from './driver-span';
 import type { DbDriver } from './begin';
+import { patchIoredis } from './ioredis';
 import { patchMysql2 } from './mysql2';
 import { patchPg } from './pg';
 
@@ -13,6 +14,7 @@ type Patcher = (exports: Exports, host: ClientHost, slot: DriverSpanSlot, owner:
 const DRIVERS: readonly { name: DbDriver; versions: string[]; patch: Patcher }[] = [
   { name: 'pg', versions: ['>=8.0.0 <9'], patch: patchPg },
   { name: 'mysql2', versions: ['>=3.0.0 <4'], patch: patchMysql2 },
+  { name: 'ioredis', versions: ['>=5.0.0 <7'], patch: patchIoredis },
 ];
 
 export const DATABASE_MODULES: readonly string[] = DRIVERS.map((driver) => driver.name);

@@ -1,0 +1,115 @@
+/**
+ * Redis through ioredis 6 and 5 with DeadlineInstrumentation alone. Refusals
+ * are counted on the server (INFO commandstats), blocking commands in CLIENT LIST.
+ */
+import { randomUUID } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { registerInstrumentations } from '@opentelemetry/instrumentation';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DeadlineExceededError, DeadlineInstrumentation, openDeadline } from '../../src';
+import { passedDeadline } from '../helpers/clock';
+import { installOtel, type TestOtel } from '../helpers/otel';
+import { eventually, under } from './pg-fixture';
+
+type RedisClass = typeof import('ioredis').default;
+// Registered before the drivers load, as an application does (at collection time: describe.each needs the classes).
+const otel: TestOtel = installOtel();
+const instrumentation = new DeadlineInstrumentation();
+registerInstrumentations({ instrumentations: [instrumentation] });
+const requireHere = createRequire(import.meta.url);
+const v6 = requireHere('ioredis') as { default: RedisClass };
+// ioredis 5 is installed under the alias `ioredis5`, which the module hook does not see by that name:
+// it gets the same patch the hook applies to a module named `ioredis`.
+const v5 = requireHere('ioredis5') as { default: RedisClass };
+instrumentation.getModuleDefinitions().find((d) => d.name === 'ioredis')!.patch!(v5 as never, '5');
+const lines: [string, RedisClass][] = [
+  ['ioredis 6', v6.default],
+  ['ioredis 5', v5.default],
+];
+let admin: InstanceType<RedisClass>;
+const clients: InstanceType<RedisClass>[] = [];
+
+beforeAll(() => {
+  admin = new v6.default({ host: '127.0.0.1', port: 6379 });
+});
+afterAll(async () => {
+  admin?.disconnect();
+  instrumentation.disable();
+  await otel.shutdown();
+});
+afterEach(() => {
+  for (const client of clients.splice(0)) client.disconnect();
+  otel.exporter.reset();
+});
+
+async function commandCalls(name: string): Promise<number> {
+  const info = await admin.info('commandstats');
+  const match = new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(info);
+  return match === null ? 0 : Number(match[1]);
+}
+
+async function blockedClients(): Promise<number> {
+  const info = await admin.info('clients');
+  return Number(/blocked_clients:(\d+)/.exec(info)?.[1] ?? '0');
+}
+
+describe.each(lines)('%s', (_label, Redis) => {
+  function client(): InstanceType<RedisClass> {
+    const c = new Redis({ host: '127.0.0.1', port: 6379 });
+    clients.push(c);
+    return c;
+  }
+
+  it('refuses a command under an expired deadline: nothing reaches the server', async () => {
+    const c = client();
+    await c.ping();
+    const before = await commandCalls('incrbyfloat');
+    const deadline = await passedDeadline();
+    const err = await under(deadline, () => c.incrbyfloat(`otel-deadline:${randomUUID()}`, 1).catch((e: unknown) => e));
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    expect(await commandCalls('incrbyfloat')).toBe(before);
+    const span = otel.spans().find((s) => s.name === 'incrbyfloat')!;
+    expect(span.attributes['deadline.outcome']).toBe('not_started');
+  });
+
+  it('BLPOP with timeout 0 is clamped to the budget: the server gives up at the cutoff, no client stays blocked', async () => {
+    const c = client();
+    await c.ping();
+    const key = `otel-deadline:${randomUUID()}`;
+    const deadline = openDeadline({ operation: 'blpop', timeoutMs: 300, parent: null });
+    const started = performance.now();
+    const result = await under(deadline, () => c.blpop(key, 0).catch((e: unknown) => e));
+    const elapsed = performance.now() - started;
+    // Either the server's own nil reply (the clamp) or our rejection at the same cutoff.
+    expect(result === null || result instanceof DeadlineExceededError).toBe(true);
+    expect(elapsed).toBeLessThan(2_000); // timeout 0 would block forever
+    expect(await eventually(() => blockedClients(), 0)).toBe(0);
+  });
+
+  it('XREAD BLOCK 0 is clamped too', async () => {
+    const c = client();
+    await c.ping();
+    const key = `otel-deadline:${randomUUID()}`;
+    const deadline = openDeadline({ operation: 'xread', timeoutMs: 300, parent: null });
+    const result = await under(deadline, () => c.xread('BLOCK', 0, 'STREAMS', key, '$').catch((e: unknown) => e));
+    expect(result === null || result instanceof DeadlineExceededError).toBe(true);
+    expect(await eventually(() => blockedClients(), 0)).toBe(0);
+  });
+
+  it('a write in flight at the cutoff rejects with DeadlineExceededError and is unknown', async () => {
+    const c = client();
+    await c.ping();
+    // A script busy for 1 s holds the server, so the SET behind it is still in flight at the 200 ms cutoff.
+    const blocker = client();
+    await blocker.ping();
+    const busy = "local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]; repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - s >= 1000000; return 1";
+    const sleeping = blocker.eval(busy, 0);
+    const deadline = openDeadline({ operation: 'set', timeoutMs: 200, parent: null });
+    const err = await under(deadline, () => c.set(`otel-deadline:${randomUUID()}`, 'v').catch((e: unknown) => e));
+    await sleeping;
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    const span = otel.spans().find((s) => s.name === 'set')!;
+    expect(span.attributes['deadline.outcome']).toBe('unknown');
+    expect(await c.ping()).toBe('PONG'); // the late reply was dropped; the connection is in step
+  });
+});
