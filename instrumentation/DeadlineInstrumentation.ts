@@ -13,6 +13,7 @@ import { makeHttpWrapper } from './client/http';
 import { makeUndiciWrapper } from './client/undici';
 import type { ClientHost } from './client/host';
 import { DatabaseDrivers } from './db/modules';
+import { GRPC_JS_VERSIONS, patchGrpcJs } from './grpc/patch';
 import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './names';
 import { patchServerPrototype } from './server/patch';
 import type { ServerHost } from './server/listener';
@@ -53,13 +54,14 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   declare private undiciPatches: Map<object, MethodPatch[]> | undefined;
   declare private unsubscribeChannels: (() => void) | undefined;
   declare private drivers: DatabaseDrivers;
+  declare private grpcPatches: Map<object, MethodPatch[]> | undefined;
 
   constructor(config: DeadlineInstrumentationConfig = {}) {
     super(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION, config);
   }
 
   /** What the wrappers read on every call, so a later setConfig applies to them. */
-  private host(): ClientHost & ServerHost {
+  private host(): ClientHost & ServerHost & { readonly grpcEnabled: boolean } {
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const self = this;
     return {
@@ -71,6 +73,9 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
       },
       get serverPropagator() {
         return self.propagatorForServer;
+      },
+      get grpcEnabled() {
+        return self.resolved.grpc;
       },
       isEnabled: () => self.isEnabled(),
     };
@@ -109,7 +114,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
 
   protected init(): InstrumentationNodeModuleDefinition[] {
     this.drivers ??= new DatabaseDrivers(this, this.host(), () => this.isEnabled());
-    return [
+    const modules = [
       ...this.drivers.definitions((driver) => this.resolved[driver]),
       new InstrumentationNodeModuleDefinition(
         'undici',
@@ -118,6 +123,18 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
         (exports: Exports | undefined) => this.unpatchUndici(exports),
       ),
     ];
+    // `grpc: false` leaves grpc-js alone: not even its module hook is set up.
+    if (this.resolved.grpc) {
+      modules.push(
+        new InstrumentationNodeModuleDefinition(
+          '@grpc/grpc-js',
+          GRPC_JS_VERSIONS,
+          (exports: Exports) => this.patchGrpc(exports),
+          (exports: Exports | undefined) => this.unpatchGrpc(exports),
+        ),
+      );
+    }
+    return modules;
   }
 
   override enable(): void {
@@ -200,6 +217,20 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     }
     this.undiciPatches.set(moduleExports, patches);
     return moduleExports;
+  }
+
+  private patchGrpc(moduleExports: Exports): Exports {
+    this.grpcPatches ??= new Map();
+    if (!this.grpcPatches.has(moduleExports)) {
+      this.grpcPatches.set(moduleExports, patchGrpcJs(this.host(), this, () => this.isEnabled(), moduleExports));
+    }
+    return moduleExports;
+  }
+
+  private unpatchGrpc(moduleExports: Exports | undefined): void {
+    if (moduleExports === undefined) return;
+    for (const patch of this.grpcPatches?.get(moduleExports) ?? []) patch.restore();
+    this.grpcPatches?.delete(moduleExports);
   }
 
   private unpatchUndici(moduleExports: Exports | undefined): void {

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { checkBudget, checkDuration } from '../src/time';
-import type { DeadlineInstrumentationConfig, DeadlineMode, OutgoingRequestInfo } from './types';
+import type { DeadlineInstrumentationConfig, DeadlineMode, IncomingGrpcCallInfo, OutgoingRequestInfo } from './types';
 
 /** The config with defaults applied and every value checked once, up front. */
 export interface ResolvedConfig {
@@ -15,6 +15,8 @@ export interface ResolvedConfig {
   pg: boolean;
   mysql2: boolean;
   ioredis: boolean;
+  grpc: boolean;
+  trustIncomingGrpc: ((call: IncomingGrpcCallInfo) => boolean) | undefined;
 }
 
 const MODES: readonly DeadlineMode[] = ['enforce', 'observe'];
@@ -67,5 +69,7 @@ export function resolveConfig(config: DeadlineInstrumentationConfig): ResolvedCo
     pg: optionalBoolean('pg', config.pg) ?? true,
     mysql2: optionalBoolean('mysql2', config.mysql2) ?? true,
     ioredis: optionalBoolean('ioredis', config.ioredis) ?? true,
+    grpc: optionalBoolean('grpc', config.grpc) ?? true,
+    trustIncomingGrpc: optionalFunction('trustIncomingGrpc', config.trustIncomingGrpc),
   };
 }

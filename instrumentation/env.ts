@@ -20,11 +20,12 @@ function readMs(env: NodeJS.ProcessEnv, name: string): number | undefined {
   return Number(text);
 }
 
-/** OTEL_DEADLINE_<DRIVER>_ENABLED: `false` leaves that database driver alone. */
+/** OTEL_DEADLINE_<NAME>_ENABLED: `false` leaves that database driver (or grpc-js) alone. */
 const DRIVER_SWITCHES = [
   ['pg', 'OTEL_DEADLINE_PG_ENABLED'],
   ['mysql2', 'OTEL_DEADLINE_MYSQL2_ENABLED'],
   ['ioredis', 'OTEL_DEADLINE_IOREDIS_ENABLED'],
+  ['grpc', 'OTEL_DEADLINE_GRPC_ENABLED'],
 ] as const;
 
 function readSwitch(env: NodeJS.ProcessEnv, name: string): boolean | undefined {

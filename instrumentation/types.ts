@@ -9,10 +9,21 @@ export type DeadlineMode = 'enforce' | 'observe';
 
 /** What an outgoing call looks like to `ignoreOutgoingRequest`. */
 export interface OutgoingRequestInfo {
-  transport: 'fetch' | 'undici' | 'http';
+  transport: 'fetch' | 'undici' | 'http' | 'grpc';
+  /** The HTTP method; for gRPC the full method path, `/package.Service/Method`. */
   method: string;
-  /** Full URL when known. */
+  /** Full URL when known; for gRPC the channel's target. */
   url: string | undefined;
+}
+
+/** What an incoming gRPC call looks like to `trustIncomingGrpc`. */
+export interface IncomingGrpcCallInfo {
+  /** The full method path, `/package.Service/Method`. */
+  path: string;
+  /** The caller's address as grpc-js reports it. */
+  peer: string;
+  /** The call's metadata (a grpc-js Metadata). */
+  metadata: { get(key: string): unknown[] };
 }
 
 export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
@@ -47,4 +58,16 @@ export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
   mysql2?: boolean;
   /** The same for Redis through `ioredis` 5.x/6.x (blocking timeouts clamped to the budget). Default true. */
   ioredis?: boolean;
+  /**
+   * `false` leaves @grpc/grpc-js alone: no client or server is touched.
+   * Default `true`. Env: `OTEL_DEADLINE_GRPC_ENABLED=false`.
+   */
+  grpc?: boolean;
+  /**
+   * Whether to believe the deadline of this gRPC caller (`grpc-timeout` and
+   * the deadline metadata). Default: trust every caller, unless
+   * `trustIncoming` is set, in which case gRPC callers are not trusted until
+   * this hook says so.
+   */
+  trustIncomingGrpc?: (call: IncomingGrpcCallInfo) => boolean;
 }

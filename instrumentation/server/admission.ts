@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { defaultTextMapGetter } from '@opentelemetry/api';
+import { defaultTextMapGetter, type TextMapGetter } from '@opentelemetry/api';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
 import type { DeadlineNode, DeadlineSource } from '../../src/deadline';
@@ -45,7 +45,22 @@ export function incomingBudget(
   const trust = settings.trustIncoming;
   const trusted = trust === undefined || safeExecuteInTheMiddle(() => trust(request), () => {}, true) === true;
   if (trusted && extracted !== undefined) return fromExtracted(extracted, settings.maxIncomingMs);
-  const wire = trusted ? propagator.read(request.headers, defaultTextMapGetter) : undefined;
+  return budgetFromWire(settings, propagator, trusted, request.headers, defaultTextMapGetter);
+}
+
+/**
+ * The budget a caller's wire values give, if the caller is `trusted`, else
+ * `defaultTimeoutMs` if set, else none. Shared by every server transport:
+ * `carrier` and `getter` are that transport's headers or metadata.
+ */
+export function budgetFromWire<Carrier>(
+  settings: ResolvedConfig,
+  propagator: DeadlinePropagator,
+  trusted: boolean,
+  carrier: Carrier,
+  getter: TextMapGetter<Carrier>,
+): IncomingBudget | undefined {
+  const wire = trusted ? propagator.read(carrier, getter) : undefined;
   if (wire !== undefined) {
     // Spelled out: an object spread here costs microseconds per request on Node 20.
     return {

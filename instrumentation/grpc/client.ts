@@ -1,0 +1,121 @@
+import { context, propagation, SpanKind, type Context, type Span } from '@opentelemetry/api';
+import { isTracingSuppressed } from '@opentelemetry/core';
+import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
+import { getDeadline, withoutDeadline } from '../../src/context';
+import type { Deadline } from '../../src/deadline';
+import { abortCodeOf } from '../../src/errors';
+import { endRefusedSpan } from '../../src/open';
+import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
+import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME, HEADER_AT_MS, HEADER_REMAINING_MS } from '../../src/attributes';
+import { refusalFor } from '../client/begin';
+import type { ClientHost } from '../client/host';
+import { ATTR_DEADLINE_WOULD_REJECT } from '../names';
+import { GrpcClientGuard } from './client-call';
+import {
+  deadlineEpochMs,
+  GRPC_DEADLINE_EXCEEDED,
+  type ChannelCall,
+  type GrpcChannel,
+  type GrpcDeadline,
+  type GrpcMetadata,
+  type MetadataConstructor,
+} from './grpc-types';
+import { METADATA_SETTER } from './metadata';
+import { refusedCall } from './refused-call';
+import { ATTR_RPC_GRPC_STATUS_CODE, coveringSpan, startRpcSpan, withSpan } from './spans';
+import { markStatusWith } from './status-error';
+
+type CreateCall = (this: GrpcChannel, method: string, deadline: GrpcDeadline, ...rest: unknown[]) => ChannelCall;
+
+/** Writes our headers from the context's deadline; shared, it holds no per-call state. */
+const propagator = new DeadlinePropagator();
+
+export interface GrpcClientHost extends ClientHost {
+  /** False when `grpc: false` was set after the instrumentation was created. */
+  readonly grpcEnabled: boolean;
+}
+
+/**
+ * Wraps `Channel.prototype.createCall`, the one place every grpc-js call
+ * passes through: all four call kinds, from generated clients and from
+ * `Client#make*Request` alike, with the `deadline` option already resolved.
+ * It runs synchronously inside the call method, so the active context is the
+ * caller's (or instrumentation-grpc's, holding its client span).
+ */
+export function makeCreateCallWrapper(host: GrpcClientHost, Metadata: MetadataConstructor) {
+  return (original: CreateCall): CreateCall =>
+    function createCall(this: GrpcChannel, method, deadline, ...rest) {
+      const ctx = context.active();
+      const active = host.grpcEnabled ? getDeadline(ctx) : undefined;
+      if (active === undefined || isTracingSuppressed(ctx)) return original.call(this, method, deadline, ...rest);
+      const { settings, tracer } = host;
+      const ignore = settings.ignoreOutgoingRequest;
+      if (ignore !== undefined) {
+        const info = { transport: 'grpc' as const, method, url: this.getTarget() };
+        if (safeExecuteInTheMiddle(() => ignore(info), () => {}, true) === true) {
+          // Started without the deadline, so no propagator writes it: as for HTTP.
+          return context.with(withoutDeadline(ctx), () => original.call(this, method, deadline, ...rest));
+        }
+      }
+      const observe = settings.mode === 'observe';
+      const covering = coveringSpan(ctx, SpanKind.CLIENT);
+      const span = covering ?? startRpcSpan(tracer, SpanKind.CLIENT, method, ctx);
+      const refusal = refusalFor(active, `grpc ${method}`, settings.minUsefulMs);
+      if (refusal !== undefined && !observe) return refuse(this, refusal, span, covering === undefined, Metadata);
+      if (refusal !== undefined) span.setAttribute(ATTR_DEADLINE_WOULD_REJECT, true);
+
+      const own = deadlineEpochMs(deadline);
+      const cutoffEpoch = Date.now() + active.remainingMs();
+      // Observe mode changes nothing on the call: its own deadline stays.
+      const clampedByUs = !observe && cutoffEpoch < own;
+      const call = original.call(this, method, clampedByUs ? cutoffEpoch : deadline, ...rest);
+      const guard = new GrpcClientGuard(call, {
+        deadline: active,
+        operation: `grpc ${method}`,
+        observe,
+        clampedByUs,
+        span,
+        ownSpan: covering === undefined,
+        target: this.getTarget(),
+        inject: (metadata) => injectDeadline(metadata, ctx, active, covering === undefined ? span : undefined, clampedByUs ? Infinity : own),
+      });
+      const originalStart = call.start;
+      call.start = (metadata, listener) => guard.start(originalStart, metadata, listener);
+      return call;
+    };
+}
+
+/**
+ * Our deadline metadata, next to the `grpc-timeout` grpc-js writes from the
+ * clamped deadline. A call whose own deadline is earlier than the cutoff
+ * sends that earlier deadline in our headers too, so the absolute and
+ * relative values agree and the server sees no false skew. With a span of our
+ * own, the global propagator writes trace-context and baggage as
+ * instrumentation-grpc would.
+ */
+function injectDeadline(metadata: GrpcMetadata, ctx: Context, deadline: Deadline, ownSpan: Span | undefined, ownEpoch: number): void {
+  if (ownSpan !== undefined) propagation.inject(withSpan(ctx, ownSpan), metadata, METADATA_SETTER);
+  propagator.inject(ctx, metadata, METADATA_SETTER);
+  const nowEpoch = Date.now();
+  if (ownEpoch < nowEpoch + deadline.remainingMs()) {
+    metadata.set(HEADER_REMAINING_MS, String(Math.max(0, Math.floor(ownEpoch - nowEpoch))));
+    metadata.set(HEADER_AT_MS, String(Math.floor(ownEpoch)));
+  }
+}
+
+/** A call refused before it starts: DEADLINE_EXCEEDED that carries `error`, and no stream. */
+function refuse(channel: GrpcChannel, error: Error, span: Span, ownSpan: boolean, Metadata: MetadataConstructor): ChannelCall {
+  const status = { code: GRPC_DEADLINE_EXCEEDED, details: `refused before start: ${error.message}`, metadata: new Metadata() };
+  markStatusWith(status, error);
+  span.setAttribute(ATTR_DEADLINE_ABORT_CODE, abortCodeOf(error));
+  if (ownSpan) {
+    return refusedCall(status, channel.getTarget(), (final) => {
+      span.setAttribute(ATTR_RPC_GRPC_STATUS_CODE, final.code);
+      endRefusedSpan(span, error);
+    });
+  }
+  // instrumentation-grpc ends its own span when the status reaches the caller.
+  span.setAttribute(ATTR_DEADLINE_OUTCOME, 'not_started');
+  return refusedCall(status, channel.getTarget(), () => {});
+}
+

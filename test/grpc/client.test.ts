@@ -1,0 +1,156 @@
+import { context, SpanKind } from '@opentelemetry/api';
+import { describe, expect, it } from 'vitest';
+import {
+  DeadlineCancelledError,
+  DeadlineExceededError,
+  InsufficientBudgetError,
+  isDeadlineError,
+  openDeadline,
+  setDeadline,
+  withDeadline,
+  type ManagedDeadline,
+} from '../../src';
+import { sleep } from '../helpers/otel';
+import { callKind, KINDS, useEchoSuite } from './helpers';
+
+const suite = useEchoSuite();
+
+/** Our own client span of the one call of `kind` (the server's spans share its name). */
+function clientSpan(kind: string) {
+  const found = suite.otel.spans().filter((span) => span.name === `test.Echo/${kind}` && span.kind === SpanKind.CLIENT);
+  expect(found).toHaveLength(1);
+  return found[0];
+}
+
+function under<T>(deadline: ManagedDeadline, fn: () => T): T {
+  return context.with(setDeadline(context.active(), deadline), fn);
+}
+
+describe.each(KINDS)('%s call under a deadline', (kind) => {
+  it('goes out with its deadline clamped to the cutoff, and our metadata', async () => {
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 5_000, parent: null });
+    // The call's own deadline (60 s) is later than the cutoff: the cutoff wins.
+    const { error, reply } = await under(deadline, () => callKind(suite.client, kind, 'echo', { deadline: Date.now() + 60_000 }));
+    deadline.dispose();
+    expect(error).toBeNull();
+    // grpc-js on the server computed its deadline from grpc-timeout: within a few ms of our cutoff (ms rounding, transit).
+    expect(Math.abs(reply!.grpcDeadline! - deadline.expiresAtMs)).toBeLessThan(50);
+    expect(reply!.atMsHeader).toBe(String(Math.floor(deadline.expiresAtMs)));
+    expect(Number(reply!.remainingHeader)).toBeGreaterThan(4_000);
+    expect(reply!.ours!.source).toBe('remote');
+    expect(Math.abs(reply!.ours!.expiresAtMs - deadline.expiresAtMs)).toBeLessThan(50);
+  });
+
+  it('keeps its own deadline when that is earlier, in grpc-timeout and in our metadata', async () => {
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 60_000, parent: null });
+    const own = Date.now() + 5_000;
+    const { error, reply } = await under(deadline, () => callKind(suite.client, kind, 'echo', { deadline: own }));
+    deadline.dispose();
+    expect(error).toBeNull();
+    expect(Math.abs(reply!.grpcDeadline! - own)).toBeLessThan(50);
+    expect(reply!.atMsHeader).toBe(String(own));
+    // No false skew: both wire values describe the same, earlier deadline.
+    expect(Math.abs(reply!.ours!.wireSkewMs ?? 0)).toBeLessThan(50);
+  });
+
+  it('is refused before any stream opens when the deadline has expired', async () => {
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 20, parent: null });
+    await sleep(60); // well past the 20 ms budget
+    const before = { streams: suite.server.streams, runs: suite.server.runs[kind] };
+    const { error } = await under(deadline, () => callKind(suite.client, kind, 'echo'));
+    deadline.dispose();
+    expect(error?.code).toBe(suite.grpc.status.DEADLINE_EXCEEDED);
+    expect(isDeadlineError(error)).toBe(true);
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect((error as { cause?: unknown }).cause).toBeInstanceOf(DeadlineExceededError);
+    expect(suite.server.streams).toBe(before.streams);
+    expect(suite.server.runs[kind]).toBe(before.runs);
+    const span = clientSpan(kind);
+    expect(span.attributes['deadline.outcome']).toBe('not_started');
+    expect(span.attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
+  });
+
+  it('is refused below minUsefulMs with an INSUFFICIENT_BUDGET cause', async () => {
+    suite.instrumentation.setConfig({ minUsefulMs: 10_000 });
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 2_000, parent: null });
+    const before = suite.server.streams;
+    const { error } = await under(deadline, () => callKind(suite.client, kind, 'echo'));
+    deadline.dispose();
+    expect(error?.code).toBe(suite.grpc.status.DEADLINE_EXCEEDED);
+    expect(isDeadlineError(error)).toBe(true);
+    expect((error as { cause?: unknown }).cause).toBeInstanceOf(InsufficientBudgetError);
+    expect(suite.server.streams).toBe(before);
+  });
+
+  it('ends DEADLINE_EXCEEDED at the cutoff, and the server sees the stream cancelled', async () => {
+    const hungBefore = suite.server.hung.length;
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 300, parent: null });
+    const started = performance.now();
+    const { error } = await under(deadline, () => callKind(suite.client, kind, 'hang'));
+    const took = performance.now() - started;
+    expect(error?.code).toBe(suite.grpc.status.DEADLINE_EXCEEDED);
+    expect(isDeadlineError(error)).toBe(true);
+    // Not before the 300 ms cutoff (minus timer granularity); the hung server would never answer.
+    expect(took).toBeGreaterThan(290);
+    expect(suite.server.hung.length).toBe(hungBefore + 1);
+    await suite.server.hung[hungBefore].cancelled; // resolves only on grpc-js's 'cancelled'
+    expect((deadline as unknown as { subscriberCount: number }).subscriberCount).toBe(0);
+    deadline.dispose();
+    const span = clientSpan(kind);
+    expect(span.attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
+    expect(['unknown', 'expired']).toContain(span.attributes['deadline.outcome']);
+    expect(span.attributes['rpc.grpc.status_code']).toBe(4);
+  });
+
+  it("is cancelled with CANCELLED when its parent's signal aborts", async () => {
+    const hungBefore = suite.server.hung.length;
+    const controller = new AbortController();
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 10_000, parent: null, signal: controller.signal });
+    const pending = under(deadline, () => callKind(suite.client, kind, 'hang'));
+    // Cancel once the server holds the call, so the cancel reaches a live stream.
+    while (suite.server.hung.length === hungBefore) await sleep(5);
+    controller.abort(new Error('caller went away'));
+    const { error } = await pending;
+    expect(error?.code).toBe(suite.grpc.status.CANCELLED);
+    expect((error as { cause?: unknown }).cause).toBeInstanceOf(DeadlineCancelledError);
+    await suite.server.hung[hungBefore].cancelled;
+    deadline.dispose();
+  });
+});
+
+describe('the guard lives as long as the call', () => {
+  it('cuts a call started inside withDeadline and awaited after it returned', async () => {
+    const hungBefore = suite.server.hung.length;
+    const pending = await withDeadline({ operation: 'scope', timeoutMs: 300, parent: null }, async () => ({ call: callKind(suite.client, 'Unary', 'hang') }));
+    const { error } = await pending.call;
+    expect(error?.code).toBe(suite.grpc.status.DEADLINE_EXCEEDED);
+    expect(isDeadlineError(error)).toBe(true);
+    await suite.server.hung[hungBefore].cancelled;
+  });
+
+  it('passes calls without a deadline through untouched', async () => {
+    const { error, reply } = await callKind(suite.client, 'Unary', 'echo');
+    expect(error).toBeNull();
+    expect(reply!.grpcDeadline).toBeNull();
+    expect(reply!.atMsHeader).toBeNull();
+    expect(reply!.ours).toBeNull();
+    expect(suite.otel.spans()).toHaveLength(0);
+  });
+
+  it('Client#makeUnaryRequest is guarded too', async () => {
+    const plain = new suite.grpc.Client(suite.server.address, suite.grpc.credentials.createInsecure());
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 20, parent: null });
+    await sleep(60); // past the 20 ms budget
+    const before = suite.server.streams;
+    const error = await under(deadline, () =>
+      new Promise<unknown>((resolve) =>
+        plain.makeUnaryRequest('/test.Echo/Unary', (m: Buffer) => m, (b: Buffer) => b, Buffer.alloc(0), (err) => resolve(err)),
+      ),
+    );
+    deadline.dispose();
+    plain.close();
+    expect((error as { code?: number }).code).toBe(suite.grpc.status.DEADLINE_EXCEEDED);
+    expect(isDeadlineError(error)).toBe(true);
+    expect(suite.server.streams).toBe(before);
+  });
+});
