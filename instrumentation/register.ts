@@ -3,7 +3,9 @@
  * starts the OpenTelemetry Node SDK with the deadline propagator (next to W3C
  * trace-context and baggage), the deadline span processor, the deadline, http
  * and undici instrumentations, and the OTLP/HTTP trace exporter configured by
- * the standard OTEL_* variables. Deadline options come from OTEL_DEADLINE_*.
+ * the standard OTEL_* variables. DeadlineInstrumentation also covers @grpc/grpc-js
+ * (without instrumentation-grpc: its spans are then our own). Deadline options
+ * come from OTEL_DEADLINE_*.
  */
 // First: it stops with one line naming the command when a package loaded below is not installed.
 import './register-peers';
@@ -28,7 +30,7 @@ import type { DeadlineInstrumentationConfig } from './types';
 function registerImportHook(): void {
   if (typeof registerLoaderHooks !== 'function') return;
   registerLoaderHooks('@opentelemetry/instrumentation/hook.mjs', pathToFileURL(__filename), {
-    data: { include: ['undici', 'http', 'https', 'node:http', 'node:https', ...DATABASE_MODULES] },
+    data: { include: ['undici', 'http', 'https', 'node:http', 'node:https', ...DATABASE_MODULES, '@grpc/grpc-js'] },
   });
 }
 
