@@ -10,6 +10,7 @@ import {
   withDeadline,
   type ManagedDeadline,
 } from '../../src';
+import { passedDeadline } from '../helpers/clock';
 import { sleep } from '../helpers/otel';
 import { callKind, KINDS, useEchoSuite } from './helpers';
 
@@ -33,12 +34,16 @@ describe.each(KINDS)('%s call under a deadline', (kind) => {
     const { error, reply } = await under(deadline, () => callKind(suite.client, kind, 'echo', { deadline: Date.now() + 60_000 }));
     deadline.dispose();
     expect(error).toBeNull();
-    // grpc-js on the server computed its deadline from grpc-timeout: within a few ms of our cutoff (ms rounding, transit).
-    expect(Math.abs(reply!.grpcDeadline! - deadline.expiresAtMs)).toBeLessThan(50);
+    // grpc-js on the server adds grpc-timeout to its arrival time: the cutoff (less
+    // whole-ms rounding) plus the transit time, which 1 s bounds even on a loaded machine.
+    expect(reply!.grpcDeadline!).toBeGreaterThanOrEqual(Math.floor(deadline.expiresAtMs) - 1);
+    expect(reply!.grpcDeadline!).toBeLessThan(deadline.expiresAtMs + 1_000);
     expect(reply!.atMsHeader).toBe(String(Math.floor(deadline.expiresAtMs)));
-    expect(Number(reply!.remainingHeader)).toBeGreaterThan(4_000);
+    expect(Number(reply!.remainingHeader)).toBeLessThanOrEqual(5_000);
+    expect(Number(reply!.remainingHeader)).toBeGreaterThan(0);
+    // The absolute value is the earliest, and exact to the ms: the handler ends at our cutoff.
     expect(reply!.ours!.source).toBe('remote');
-    expect(Math.abs(reply!.ours!.expiresAtMs - deadline.expiresAtMs)).toBeLessThan(50);
+    expect(Math.abs(reply!.ours!.expiresAtMs - deadline.expiresAtMs)).toBeLessThanOrEqual(2);
   });
 
   it('keeps its own deadline when that is earlier, in grpc-timeout and in our metadata', async () => {
@@ -47,15 +52,18 @@ describe.each(KINDS)('%s call under a deadline', (kind) => {
     const { error, reply } = await under(deadline, () => callKind(suite.client, kind, 'echo', { deadline: own }));
     deadline.dispose();
     expect(error).toBeNull();
-    expect(Math.abs(reply!.grpcDeadline! - own)).toBeLessThan(50);
+    // Its own deadline plus transit (see above), not the 60 s cutoff.
+    expect(reply!.grpcDeadline!).toBeGreaterThanOrEqual(own - 1);
+    expect(reply!.grpcDeadline!).toBeLessThan(own + 1_000);
     expect(reply!.atMsHeader).toBe(String(own));
-    // No false skew: both wire values describe the same, earlier deadline.
-    expect(Math.abs(reply!.ours!.wireSkewMs ?? 0)).toBeLessThan(50);
+    // No false skew of 55 s: both wire values describe the same, earlier deadline;
+    // what is left is the transit time, which the skew is there to show.
+    expect(reply!.ours!.wireSkewMs).not.toBeNull();
+    expect(Math.abs(reply!.ours!.wireSkewMs!)).toBeLessThan(1_000);
   });
 
   it('is refused before any stream opens when the deadline has expired', async () => {
-    const deadline = openDeadline({ operation: 'parent', timeoutMs: 20, parent: null });
-    await sleep(60); // well past the 20 ms budget
+    const deadline = await passedDeadline('parent');
     const before = { streams: suite.server.streams, runs: suite.server.runs[kind] };
     const { error } = await under(deadline, () => callKind(suite.client, kind, 'echo'));
     deadline.dispose();
@@ -85,13 +93,12 @@ describe.each(KINDS)('%s call under a deadline', (kind) => {
   it('ends DEADLINE_EXCEEDED at the cutoff, and the server sees the stream cancelled', async () => {
     const hungBefore = suite.server.hung.length;
     const deadline = openDeadline({ operation: 'parent', timeoutMs: 300, parent: null });
-    const started = performance.now();
     const { error } = await under(deadline, () => callKind(suite.client, kind, 'hang'));
-    const took = performance.now() - started;
+    // Ended at the cutoff, not before: grpc-js's own timer, set to the same cutoff
+    // through Date.now() and whole milliseconds, may run a ms or two ahead of ours.
+    expect(deadline.remainingMs()).toBeLessThanOrEqual(5);
     expect(error?.code).toBe(suite.grpc.status.DEADLINE_EXCEEDED);
     expect(isDeadlineError(error)).toBe(true);
-    // Not before the 300 ms cutoff (minus timer granularity); the hung server would never answer.
-    expect(took).toBeGreaterThan(290);
     expect(suite.server.hung.length).toBe(hungBefore + 1);
     await suite.server.hung[hungBefore].cancelled; // resolves only on grpc-js's 'cancelled'
     expect((deadline as unknown as { subscriberCount: number }).subscriberCount).toBe(0);
@@ -139,8 +146,7 @@ describe('the guard lives as long as the call', () => {
 
   it('Client#makeUnaryRequest is guarded too', async () => {
     const plain = new suite.grpc.Client(suite.server.address, suite.grpc.credentials.createInsecure());
-    const deadline = openDeadline({ operation: 'parent', timeoutMs: 20, parent: null });
-    await sleep(60); // past the 20 ms budget
+    const deadline = await passedDeadline('parent');
     const before = suite.server.streams;
     const error = await under(deadline, () =>
       new Promise<unknown>((resolve) =>

@@ -26,19 +26,21 @@ function serverSpan(kind: Kind) {
 
 describe.each(KINDS)('%s handler', (kind) => {
   it('runs under the deadline from grpc-timeout, seen by getDeadline() after an await', async () => {
-    const { error, reply } = await callKind(suite.client, kind, 'echo', { deadline: Date.now() + 5_000 });
+    const { error, reply } = await callKind(suite.client, kind, 'echo', { deadline: Date.now() + 10_000 });
     expect(error).toBeNull();
     expect(reply!.ours!.source).toBe('remote');
-    // 5 s sent; transit and the handler's await take far less than 1 s even on a loaded machine.
-    expect(reply!.ours!.remainingMs).toBeLessThanOrEqual(5_000);
-    expect(reply!.ours!.remainingMs).toBeGreaterThan(4_000);
-    expect(Math.abs(reply!.ours!.expiresAtMs - reply!.grpcDeadline!)).toBeLessThan(50);
+    // 10 s sent; transit and the handler's await take far less than 5 s even on a loaded machine.
+    expect(reply!.ours!.remainingMs).toBeLessThanOrEqual(10_000);
+    expect(reply!.ours!.remainingMs).toBeGreaterThan(5_000);
+    // The deadline grpc-js computed on arrival, to the ms (whole-ms values on both sides).
+    expect(Math.abs(reply!.ours!.expiresAtMs - reply!.grpcDeadline!)).toBeLessThanOrEqual(2);
   });
 
   it('takes the earlier of grpc-timeout and our absolute metadata', async () => {
     const at = Date.now() + 2_000;
     const { reply } = await callWith(kind, 'echo', { 'x-deadline-at-ms': String(at) }, { deadline: Date.now() + 60_000 });
-    expect(Math.abs(reply!.ours!.expiresAtMs - at)).toBeLessThan(50);
+    // The absolute value is exact to the ms; grpc-timeout's 60 s lost.
+    expect(Math.abs(reply!.ours!.expiresAtMs - at)).toBeLessThanOrEqual(2);
   });
 
   it('is refused without running the handler when the deadline passed before arrival', async () => {

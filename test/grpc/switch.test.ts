@@ -1,8 +1,9 @@
 import { context } from '@opentelemetry/api';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { DeadlineInstrumentation, openDeadline, setDeadline } from '../../src';
-import { installOtel, sleep, type TestOtel } from '../helpers/otel';
+import { DeadlineInstrumentation, setDeadline } from '../../src';
+import { passedDeadline } from '../helpers/clock';
+import { installOtel, type TestOtel } from '../helpers/otel';
 import { callKind, loadGrpc, newClient, startEchoServer, type EchoServer } from './helpers';
 
 // `grpc: false` (what OTEL_DEADLINE_GRPC=false sets) leaves grpc-js alone.
@@ -32,8 +33,7 @@ it('patches neither the channel nor the server', () => {
 
 it('lets a call under an expired deadline go out, and gives the handler no deadline', async () => {
   const client = newClient(loaded.grpc, loaded.Echo, server.address);
-  const deadline = openDeadline({ operation: 'parent', timeoutMs: 20, parent: null });
-  await sleep(60); // past the 20 ms budget
+  const deadline = await passedDeadline('parent');
   const { error, reply } = await context.with(setDeadline(context.active(), deadline), () => callKind(client, 'Unary', 'echo'));
   deadline.dispose();
   client.close();
