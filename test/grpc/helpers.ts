@@ -57,12 +57,19 @@ export interface EchoServer {
   /** Handler invocations, by kind. */
   runs: Record<Kind, number>;
   hung: HungCall[];
+  /** What each handler saw the moment it started, before any await: readable even if the call is cut. */
+  seen: Report[];
   close(): Promise<void>;
 }
 
 async function report(call: ServerCall): Promise<Report> {
   // After an await: the deadline must reach everything the handler calls.
   await new Promise((resolve) => setImmediate(resolve));
+  return snapshot(call);
+}
+
+/** What the handler sees now. */
+function snapshot(call: ServerCall): Report {
   const deadline = getDeadline();
   const raw = call.getDeadline();
   const grpcDeadline = raw instanceof Date ? raw.getTime() : Number.isFinite(raw) ? Number(raw) : null;
@@ -99,9 +106,11 @@ export async function startEchoServer(grpc: GrpcJs, Echo: import('@grpc/grpc-js'
     streams: 0,
     runs: { Unary: 0, ClientStream: 0, ServerStream: 0, Bidi: 0 },
     hung: [],
+    seen: [],
     close: async () => {},
   };
   const answer = (call: ServerCall, text: string, kind: Kind, send: (report: Report) => void) => {
+    state.seen.push(snapshot(call));
     if (text === 'hang') return hang(state, kind, call);
     void report(call).then(send);
   };
