@@ -3,42 +3,15 @@
  * application as a child process that exports to an OTLP/HTTP receiver run
  * here. Runs against the build (`npm run build`), like an installed package.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type OtlpReceiver } from '../../src/lineage/receiver';
 import type { LineageSpan } from '../../src/lineage/model';
+import { node, root, type Run } from './run-node';
 
-const root = resolve(__dirname, '..', '..');
 const fixtures = join(__dirname, 'fixtures');
 let receiver: OtlpReceiver;
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function node(args: string[], env: Record<string, string>): Promise<Run> {
-  return new Promise((done, fail) => {
-    const child = spawn(process.execPath, args, {
-      cwd: root,
-      env: { PATH: process.env.PATH ?? '', OTEL_BSP_SCHEDULE_DELAY: '50', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.once('error', fail);
-    child.once('close', (code) => {
-      clearTimeout(timer);
-      done({ code, stdout, stderr });
-    });
-  });
-}
 
 interface AppReport {
   results: { status: number; body: string }[];
