@@ -68,11 +68,11 @@ describe('otel-deadline/register with a grpc-js app', () => {
     expect(refused.map((span) => span.kind)).toEqual(['client']);
   });
 
-  it('OTEL_DEADLINE_GRPC=false leaves grpc-js alone', async () => {
+  it('OTEL_DEADLINE_GRPC_ENABLED=false leaves grpc-js alone', async () => {
     const run = await node(['--import', 'otel-deadline/register', join(fixtures, 'grpc-app.mjs'), '3000'], {
       OTEL_SERVICE_NAME: 'grpc-off',
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-      OTEL_DEADLINE_GRPC: 'false',
+      OTEL_DEADLINE_GRPC_ENABLED: 'false',
     });
     const app = reportOf(run);
     // No deadline reached the handler: grpc-js only saw the call's own 60 s.

@@ -6,7 +6,7 @@ import { passedDeadline } from '../helpers/clock';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { callKind, loadGrpc, newClient, startEchoServer, type EchoServer } from './helpers';
 
-// `grpc: false` (what OTEL_DEADLINE_GRPC=false sets) leaves grpc-js alone.
+// `grpc: false` (what OTEL_DEADLINE_GRPC_ENABLED=false sets) leaves grpc-js alone.
 let otel: TestOtel;
 let instrumentation: DeadlineInstrumentation;
 let loaded: ReturnType<typeof loadGrpc>;

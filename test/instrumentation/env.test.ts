@@ -10,10 +10,8 @@ describe('configFromEnv', () => {
     [{ OTEL_DEADLINE_MIN_USEFUL_MS: '12.5' }, { minUsefulMs: 12.5 }],
     [{ OTEL_DEADLINE_DEFAULT_TIMEOUT_MS: '0' }, { defaultTimeoutMs: 0 }],
     [{ OTEL_DEADLINE_MIN_USEFUL_MS: '' }, {}],
-    [{ OTEL_DEADLINE_GRPC: 'false' }, { grpc: false }],
-    [{ OTEL_DEADLINE_GRPC: ' OFF ' }, { grpc: false }],
-    [{ OTEL_DEADLINE_GRPC: '1' }, { grpc: true }],
-    [{ OTEL_DEADLINE_GRPC: '' }, {}],
+    [{ OTEL_DEADLINE_GRPC_ENABLED: 'false' }, { grpc: false }],
+    [{ OTEL_DEADLINE_GRPC_ENABLED: ' TRUE ' }, { grpc: true }],
   ])('reads %o', (env, expected) => {
     expect(configFromEnv(env)).toEqual(expected);
   });
@@ -25,7 +23,7 @@ describe('configFromEnv', () => {
     ['OTEL_DEADLINE_DEFAULT_TIMEOUT_MS', 'Infinity'],
     ['OTEL_DEADLINE_DEFAULT_TIMEOUT_MS', '1e3'],
     ['OTEL_DEADLINE_MAX_INCOMING_MS', '9'.repeat(40)],
-    ['OTEL_DEADLINE_GRPC', 'no-thanks'],
+    ['OTEL_DEADLINE_GRPC_ENABLED', 'off'],
   ])('refuses %s=%s with an error naming the variable', (name, value) => {
     expect(() => configFromEnv({ [name]: value })).toThrow(DeadlineEnvError);
     expect(() => configFromEnv({ [name]: value })).toThrow(name);
