@@ -13,6 +13,8 @@ interface RequestState {
   headersSettled: boolean;
   /** The guarded call it belongs to, until the request closes. */
   call: OutgoingCall | undefined;
+  /** undici's abort for this request on its connection, once it is about to be written. */
+  abortWrite: ((reason: unknown) => void) | undefined;
 }
 
 interface RequestMessage {
@@ -36,7 +38,7 @@ function inGuardedCall(): boolean {
  * global channel names, so this is the one place that sees every request of
  * either, synchronously, in the caller's async context:
  * - `undici:request:create` makes the deadline headers appear once and ties the request to its call;
- * - `undici:client:sendHeaders` marks it as possibly received;
+ * - `undici:client:sendHeaders` checks the cutoff one last time before the write, and marks it as possibly received;
  * - `undici:request:headers` spots an early-reject reply before the span ends;
  * - `undici:request:trailers` / `undici:request:error` close it.
  * Returns the unsubscribe function.
@@ -59,13 +61,17 @@ export function subscribeUndiciChannels(): () => void {
       return inGuardedCall() && repeatsDeadlineHeader((request as UndiciRequest).headers, name, value);
     },
     // undici calls a request's `onConnect` right before writing it. A request
-    // that waited for a busy connection can get there after its cutoff while
-    // a blocked event loop kept the abort timer from running: reading the
-    // deadline's clock here aborts the deadline at once, the call aborts the
-    // request, and undici then refuses to write it.
-    beforeWrite: (request) => {
-      const call = callOf(request);
-      if (call !== undefined && !call.observe) void call.deadline.aborted;
+    // can get there after its cutoff: it waited for a busy connection while a
+    // blocked event loop kept the abort timer from running, or global fetch
+    // dispatched it inside the fetch() call, before the call's guard was
+    // armed. Reading the deadline's clock here aborts the deadline at once,
+    // and the reason returned makes undici drop the request unwritten.
+    beforeWrite: (request, abort) => {
+      const state = stateOf(request);
+      const call = state?.call;
+      if (call === undefined || call.observe) return undefined;
+      state!.abortWrite = abort;
+      return call.deadline.aborted ? call.deadline.abortReason : undefined;
     },
   });
 
@@ -79,12 +85,19 @@ export function subscribeUndiciChannels(): () => void {
     const headersSettled = settleUndiciRequestHeaders(request, contextFor);
     const call = marker !== undefined && !marker.settled ? marker : undefined;
     if (!headersSettled && call === undefined) return;
-    (request as Tracked)[stateKey] = { headersSettled, call };
+    (request as Tracked)[stateKey] = { headersSettled, call, abortWrite: undefined };
     call?.requestOpened();
   };
+  // Published synchronously right before undici writes the headers: the last
+  // point at which the write can still be given up. The cutoff may have passed
+  // since onConnect (a GC pause, a slow header build); if so, undici's abort
+  // destroys the socket, and the write that follows puts nothing on the wire.
   const onSendHeaders = (message: unknown) => {
-    const call = callOf((message as RequestMessage).request);
-    if (call !== undefined) call.sent = true;
+    const state = stateOf((message as RequestMessage).request);
+    const call = state?.call;
+    if (call === undefined) return;
+    if (!call.observe && state!.abortWrite !== undefined && call.deadline.aborted) return state!.abortWrite(call.deadline.abortReason);
+    call.sent = true;
   };
   const onResponseHeaders = (message: unknown) => {
     const { request, response } = message as ResponseMessage;

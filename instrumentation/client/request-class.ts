@@ -11,8 +11,12 @@ type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 export interface RequestClassHooks {
   /** Return true to drop an `addHeader(name, value)` call (undici's addHeader appends, it never replaces). */
   dropHeader(request: object, name: unknown, value: unknown): boolean;
-  /** Runs right before undici writes the request on a connection. */
-  beforeWrite(request: object): void;
+  /**
+   * Runs when undici is about to write the request on a connection, with the
+   * function that aborts it there (undici's own, from `onConnect`). A reason
+   * returned here aborts the request at once, so undici never writes it.
+   */
+  beforeWrite(request: object, abort: (reason: unknown) => void): unknown;
 }
 
 interface Patch {
@@ -42,10 +46,17 @@ export class RequestClassPatcher {
         return original.call(this, name, value);
       },
     );
+    // undici hands onConnect the function that aborts this request; called
+    // before onConnect returns, it marks the request aborted, and undici's
+    // writers check exactly that before the first byte goes out.
     this.wrap(proto, 'onConnect', (original) =>
       function (this: unknown, ...args: unknown[]) {
-        if (isActive()) hooks.beforeWrite(this as object);
-        return original.apply(this, args);
+        const abort = args[0];
+        if (!isActive() || typeof abort !== 'function') return original.apply(this, args);
+        const refusal = hooks.beforeWrite(this as object, abort as (reason: unknown) => void);
+        const result = original.apply(this, args);
+        if (refusal !== undefined) abort(refusal);
+        return result;
       },
     );
   }

@@ -10,7 +10,8 @@ function makeRequestClass() {
       this.headers.push(name, value);
       return this;
     }
-    onConnect(): void {
+    onConnect(abort: (reason: unknown) => void): void {
+      void abort;
       this.connects++;
     }
   };
@@ -21,7 +22,7 @@ describe('RequestClassPatcher', () => {
     const FakeRequest = makeRequestClass();
     const originals = { addHeader: FakeRequest.prototype.addHeader, onConnect: FakeRequest.prototype.onConnect };
     const written: object[] = [];
-    const patcher = new RequestClassPatcher({ dropHeader: (_request, name) => name === 'x-drop', beforeWrite: (request) => written.push(request) });
+    const patcher = new RequestClassPatcher({ dropHeader: (_request, name) => name === 'x-drop', beforeWrite: (request) => void written.push(request) });
     const first = new FakeRequest();
     patcher.patchClassOf(first);
     const hooked = FakeRequest.prototype.addHeader;
@@ -30,7 +31,7 @@ describe('RequestClassPatcher', () => {
     expect(hooked).not.toBe(originals.addHeader);
 
     first.addHeader('x-drop', '1').addHeader('x-keep', '2');
-    first.onConnect();
+    first.onConnect(() => {});
     expect(first.headers).toEqual(['x-keep', '2']);
     expect(first.connects).toBe(1);
     expect(written).toEqual([first]);
@@ -42,6 +43,17 @@ describe('RequestClassPatcher', () => {
     expect(FakeRequest.prototype.onConnect).toBe(originals.onConnect);
     first.addHeader('x-drop', '3');
     expect(first.headers).toEqual(['x-keep', '2', 'x-drop', '3']);
+  });
+
+  it('aborts the request through undici\'s own abort, after onConnect, when beforeWrite returns a reason', () => {
+    const FakeRequest = makeRequestClass();
+    const patcher = new RequestClassPatcher({ dropHeader: () => false, beforeWrite: () => 'past the cutoff' });
+    const request = new FakeRequest();
+    patcher.patchClassOf(request);
+    const order: string[] = [];
+    request.onConnect((reason) => order.push(`abort: ${String(reason)} after ${request.connects} connect`));
+    expect(order).toEqual(['abort: past the cutoff after 1 connect']);
+    patcher.restore();
   });
 
   it('stays a pass-through under a wrapper someone added on top, once restored', () => {

@@ -41,6 +41,7 @@ interface ChainResult {
   checks: {
     lateSendsIntoLastHop: number;
     sendsIntoLastHop: number;
+    lateSendsEarlier: number;
     lateAtLastHop: number;
     laterThanParentMetric: number;
     laterThanParentSpans: number;
@@ -95,6 +96,10 @@ describe(`${REQUESTS.toLocaleString('en-US')} requests, 500 at a time, through a
     // Measured at B's socket, where the bytes leave; what C's own event loop saw is in the bench report.
     expect(result.checks.sendsIntoLastHop).toBeGreaterThan(REQUESTS / 2);
     expect(result.checks.lateSendsIntoLastHop).toBe(0);
+  });
+
+  it('sends no request to the first or second hop after its cutoff either (global fetch into A, undici into B)', () => {
+    expect(result.checks.lateSendsEarlier).toBe(0);
   });
 
   it('keeps later_than_parent at zero, in the metric and on the spans, and never lets a cutoff grow along the chain', () => {

@@ -14,12 +14,21 @@ const AT_MS = /\r\nx-deadline-at-ms: *(\d+)/i;
 /** Requests seen leaving, late ones among them, and the latest, in ms after its cutoff. */
 export const sends = { checked: 0, late: 0, latestMs: 0 };
 
+/**
+ * Judged on one clock, the wall clock the header was written from. The sender
+ * opened its deadline at a whole-ms Date.now() reading, so its true cutoff
+ * lies in [expiresAtMs, expiresAtMs + 1), and the header holds expiresAtMs
+ * rounded down: the cutoff is before atMs + 2. A whole-ms reading of at least
+ * atMs + 2 is therefore surely past it; anything less cannot be told apart
+ * from a send in time. (An earlier probe read performance.timeOrigin +
+ * performance.now(), a second clock whose offset from Date.now() drifts by
+ * milliseconds, and counted sends that were in time as late.)
+ */
 function check(socket, atMs) {
   // Destroyed by then: the instrumentation stopped it before the bytes left.
   if (socket.destroyed) return;
   sends.checked++;
-  // The header is the cutoff rounded down to the ms: only more than 1 ms past it is surely past the cutoff.
-  const lateByMs = performance.timeOrigin + performance.now() - (atMs + 1);
+  const lateByMs = Date.now() - (atMs + 1);
   if (lateByMs > 0) {
     sends.late++;
     sends.latestMs = Math.max(sends.latestMs, lateByMs);

@@ -1,0 +1,30 @@
+/**
+ * No request bytes after the cutoff, at the socket, for every transport: the
+ * clock is made to pass the cutoff at the worst moment (see
+ * fixtures/late-write.mjs), deterministically, and the server must count no
+ * arrival. Run in child processes against the built package (npm test builds
+ * first), since the clock of the whole process is replaced.
+ */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const fixture = fileURLToPath(new URL('./fixtures/late-write.mjs', import.meta.url));
+
+describe('a request whose cutoff passes right before it is written', () => {
+  it.each([
+    ['fetch', 'between onConnect and the header write'],
+    ['undici', 'between onConnect and the header write'],
+    ['http', 'while it waits for its kept-alive socket'],
+  ])('%s: is never written when the cutoff passes %s', async (transport) => {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [fixture], {
+      cwd: root,
+      timeout: 30_000,
+      env: { ...process.env, TRANSPORT: transport },
+    });
+    expect(stderr).toBe('');
+    expect(stdout.trim()).toBe('DeadlineExceededError 0');
+  });
+});
