@@ -160,7 +160,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
       add(wrapMethod(globalThis as unknown as Exports, 'fetch', this, isActive, makeFetchWrapper(host, 'fetch') as never));
     }
     this.patches = patches;
-    this.unsubscribeChannels = subscribeUndiciChannels();
+    this.unsubscribeChannels = subscribeUndiciChannels(() => this.resolved);
     this.patchLoadedUndici();
   }
 

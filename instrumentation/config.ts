@@ -1,6 +1,8 @@
 import type { IncomingMessage } from 'node:http';
+import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { checkBudget, checkDuration } from '../src/time';
-import type { DeadlineInstrumentationConfig, DeadlineMode, IncomingGrpcCallInfo, OutgoingRequestInfo } from './types';
+import { compileHostList, toUrl } from './hosts';
+import type { DeadlineInstrumentationConfig, DeadlineMode, IncomingGrpcCallInfo, OutgoingRequestInfo, PropagateTo, ReplyInfo } from './types';
 
 /** The config with defaults applied and every value checked once, up front. */
 export interface ResolvedConfig {
@@ -17,6 +19,10 @@ export interface ResolvedConfig {
   ioredis: boolean;
   grpc: boolean;
   trustIncomingGrpc: ((call: IncomingGrpcCallInfo) => boolean) | undefined;
+  /** Undefined: the headers go everywhere. Else whether they may go to this URL (false when it is unknown). */
+  propagatesTo: ((url: string | URL | undefined) => boolean) | undefined;
+  /** Whether an early-reject reply from this peer is believed (the user's hook already guarded). */
+  trustsReply: (reply: ReplyInfo) => boolean;
 }
 
 const MODES: readonly DeadlineMode[] = ['enforce', 'observe'];
@@ -50,6 +56,26 @@ function optionalFunction<T>(name: string, value: unknown): T | undefined {
   return value as T;
 }
 
+/** The allowlist as one predicate; a user function that throws or returns anything but true says no. */
+function resolvePropagateTo(value: PropagateTo | undefined): ResolvedConfig['propagatesTo'] {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'function') return compileHostList(value);
+  return (url) => {
+    const parsed = toUrl(url);
+    return parsed !== undefined && safeExecuteInTheMiddle(() => value(parsed), () => {}, true) === true;
+  };
+}
+
+function resolveTrustReply(
+  hook: ((reply: ReplyInfo) => boolean) | undefined,
+  propagatesTo: ResolvedConfig['propagatesTo'],
+): ResolvedConfig['trustsReply'] {
+  if (hook !== undefined) return (reply) => safeExecuteInTheMiddle(() => hook(reply), () => {}, true) === true;
+  // A host we do not send the deadline to has no reason to speak for it.
+  if (propagatesTo !== undefined) return (reply) => propagatesTo(reply.url);
+  return () => true;
+}
+
 export function resolveConfig(config: DeadlineInstrumentationConfig): ResolvedConfig {
   const mode = config.mode ?? 'enforce';
   if (!MODES.includes(mode)) throw new TypeError(`mode must be one of ${MODES.join(', ')}, got ${String(mode)}`);
@@ -58,6 +84,7 @@ export function resolveConfig(config: DeadlineInstrumentationConfig): ResolvedCo
     throw new RangeError(`rejectStatusCode must be an integer from 400 to 599, got ${String(status)}`);
   }
   const defaultTimeoutMs = optionalBudget('defaultTimeoutMs', config.defaultTimeoutMs);
+  const propagatesTo = resolvePropagateTo(config.propagateTo);
   return {
     mode,
     minUsefulMs: optionalDuration('minUsefulMs', config.minUsefulMs) ?? 0,
@@ -71,5 +98,7 @@ export function resolveConfig(config: DeadlineInstrumentationConfig): ResolvedCo
     ioredis: optionalBoolean('ioredis', config.ioredis) ?? true,
     grpc: optionalBoolean('grpc', config.grpc) ?? true,
     trustIncomingGrpc: optionalFunction('trustIncomingGrpc', config.trustIncomingGrpc),
+    propagatesTo,
+    trustsReply: resolveTrustReply(optionalFunction('trustReply', config.trustReply), propagatesTo),
   };
 }

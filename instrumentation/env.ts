@@ -1,3 +1,4 @@
+import { compileHostList, splitHostList } from './hosts';
 import type { DeadlineInstrumentationConfig } from './types';
 
 /** A startup configuration error; its message names the environment variable. */
@@ -36,6 +37,19 @@ function readSwitch(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
   throw new DeadlineEnvError(`${name} must be "true" or "false", got ${JSON.stringify(env[name]!.slice(0, 64))}`);
 }
 
+/** A comma-separated host list (see hosts.ts); unset or blank is no list. */
+function readHostList(env: NodeJS.ProcessEnv, name: string): string[] | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const list = splitHostList(raw);
+  try {
+    compileHostList(list);
+  } catch (error) {
+    throw new DeadlineEnvError(`${name}: ${(error as Error).message}`);
+  }
+  return list;
+}
+
 /** DeadlineInstrumentation options from OTEL_DEADLINE_* variables. Throws DeadlineEnvError on a bad value. */
 export function configFromEnv(env: NodeJS.ProcessEnv): DeadlineInstrumentationConfig {
   const config: DeadlineInstrumentationConfig = {};
@@ -56,5 +70,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): DeadlineInstrumentationCo
     const enabled = readSwitch(env, name);
     if (enabled !== undefined) config[option] = enabled;
   }
+  const propagateTo = readHostList(env, 'OTEL_DEADLINE_PROPAGATE_TO');
+  if (propagateTo !== undefined) config.propagateTo = propagateTo;
   return config;
 }

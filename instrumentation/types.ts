@@ -26,6 +26,21 @@ export interface IncomingGrpcCallInfo {
   metadata: { get(key: string): unknown[] };
 }
 
+/** What an early-reject reply looks like to `trustReply`. */
+export interface ReplyInfo {
+  transport: 'fetch' | 'undici' | 'http';
+  method: string;
+  /** The URL that answered (after redirects, for fetch), when known. */
+  url: string | undefined;
+  statusCode: number;
+}
+
+/**
+ * Where deadline headers may go: host patterns (`api.internal`, `*.internal`,
+ * `10.0.0.7:8080`, `[::1]`, `*`), or a function of each request's URL.
+ */
+export type PropagateTo = readonly string[] | ((url: URL) => boolean);
+
 export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
   /** Default `enforce`. */
   mode?: DeadlineMode;
@@ -46,6 +61,20 @@ export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
   trustIncoming?: (request: IncomingMessage) => boolean;
   /** Status code of the early-reject reply. Default 504. */
   rejectStatusCode?: number;
+  /**
+   * Limits where the `x-deadline-*` headers and the baggage entry `deadline.at_ms`
+   * are sent, checked on every request and every redirect hop. Calls to other
+   * hosts are still refused and aborted at the cutoff; they just do not carry
+   * the deadline. Default: every host.
+   */
+  propagateTo?: PropagateTo;
+  /**
+   * Whether to believe an early-reject reply (`x-deadline-expired: 1` with
+   * status `rejectStatusCode` and a well-formed body) from this peer. Default:
+   * every peer when `propagateTo` is unset, else only the hosts `propagateTo`
+   * allows. A hook that throws counts as "do not believe".
+   */
+  trustReply?: (reply: ReplyInfo) => boolean;
   /** Calls for which this returns true are passed through untouched. */
   ignoreOutgoingRequest?: (info: OutgoingRequestInfo) => boolean;
   /**

@@ -72,10 +72,32 @@ export function setValueAndBaggage(ctx: Context, key: symbol, value: unknown, ba
  * entry, so no propagator writes one from it.
  */
 export function withoutDeadline(ctx: Context): Context {
-  const stripped = getDeadline(ctx) === undefined ? ctx : ctx.deleteValue(DEADLINE_KEY);
-  const bag = propagation.getBaggage(stripped);
-  if (bag?.getEntry(BAGGAGE_DEADLINE_KEY) === undefined) return stripped;
-  return bag instanceof DeadlineOnlyBaggage ? propagation.deleteBaggage(stripped) : propagation.setBaggage(stripped, bag.removeEntry(BAGGAGE_DEADLINE_KEY));
+  return withoutBaggageEntry(getDeadline(ctx) === undefined ? ctx : ctx.deleteValue(DEADLINE_KEY));
+}
+
+/** `ctx` without the `deadline.at_ms` baggage entry; the user's entries stay. */
+function withoutBaggageEntry(ctx: Context): Context {
+  const bag = propagation.getBaggage(ctx);
+  if (bag?.getEntry(BAGGAGE_DEADLINE_KEY) === undefined) return ctx;
+  return bag instanceof DeadlineOnlyBaggage ? propagation.deleteBaggage(ctx) : propagation.setBaggage(ctx, bag.removeEntry(BAGGAGE_DEADLINE_KEY));
+}
+
+/** Shared by every copy of the package, like DEADLINE_KEY. */
+const OFF_WIRE_KEY = Symbol.for('otel-deadline.context.off-wire');
+
+/**
+ * @internal `ctx` whose deadline still holds here but is not sent on: the
+ * DeadlinePropagator writes nothing from it and the baggage has no
+ * `deadline.at_ms` entry (a W3C baggage propagator still sends the user's
+ * own entries). For calls to hosts outside `propagateTo`.
+ */
+export function withDeadlineOffWire(ctx: Context): Context {
+  return withoutBaggageEntry(ctx.setValue(OFF_WIRE_KEY, true));
+}
+
+/** @internal True for a context made by withDeadlineOffWire. */
+export function isDeadlineOffWire(ctx: Context): boolean {
+  return ctx.getValue(OFF_WIRE_KEY) === true;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { propagation, SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
-import { DELETE_BAGGAGE, getDeadline, setValueAndBaggage, withoutDeadline } from '../../src/context';
+import { DELETE_BAGGAGE, getDeadline, setValueAndBaggage, withDeadlineOffWire, withoutDeadline } from '../../src/context';
 import { DeadlineOnlyBaggage } from '../../src/deadline-baggage';
 import type { Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../../src/errors';
@@ -12,10 +12,11 @@ import type { OutgoingRequestInfo } from '../types';
 import { CALL_KEY, IGNORED_CALL, OutgoingCall } from './call';
 
 export interface CallRequest {
-  transport: OutgoingRequestInfo['transport'];
+  /** The HTTP transports; gRPC has its own client path. */
+  transport: Exclude<OutgoingRequestInfo['transport'], 'grpc'>;
   method: string;
   hasBody: boolean;
-  /** Computed only when `ignoreOutgoingRequest` is configured. */
+  /** Computed only when `ignoreOutgoingRequest` or `propagateTo` is configured. */
   url: () => string | undefined;
   callerSignal?: AbortSignal;
 }
@@ -23,7 +24,8 @@ export interface CallRequest {
 export type Decision =
   | { kind: 'pass'; context?: Context }
   | { kind: 'refuse'; error: Error }
-  | { kind: 'guard'; call: OutgoingCall; context: Context };
+  /** `propagate`: whether the deadline headers may go to the call's first URL (`propagateTo`). */
+  | { kind: 'guard'; call: OutgoingCall; context: Context; propagate: boolean };
 
 const PASS: Decision = { kind: 'pass' };
 
@@ -65,13 +67,16 @@ export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: C
   if (refusal !== undefined && !observe) return { kind: 'refuse', error: refusal };
   const call = new OutgoingCall({
     deadline,
+    transport: request.transport,
     method: request.method,
     hasBody: request.hasBody,
     observe,
     callerSignal: request.callerSignal,
   });
   if (refusal !== undefined) call.markWouldReject();
-  return { kind: 'guard', call, context: transportContext(ctx, call) };
+  const allowed = settings.propagatesTo;
+  const propagate = allowed === undefined || safeExecuteInTheMiddle(() => allowed(request.url()), () => {}, true) === true;
+  return { kind: 'guard', call, context: transportContext(ctx, call, propagate), propagate };
 }
 
 /**
@@ -80,7 +85,9 @@ export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: C
  * baggage propagator injecting it again would only encode a duplicate for us
  * to drop.
  */
-function transportContext(ctx: Context, call: OutgoingCall): Context {
+function transportContext(ctx: Context, call: OutgoingCall, propagate: boolean): Context {
+  // Not for this host: the guard still holds, but no propagator in the transport writes the deadline.
+  if (!propagate) return withDeadlineOffWire(ctx.setValue(CALL_KEY, call));
   const bag = propagation.getBaggage(ctx);
   return bag instanceof DeadlineOnlyBaggage ? setValueAndBaggage(ctx, CALL_KEY, call, DELETE_BAGGAGE) : ctx.setValue(CALL_KEY, call);
 }

@@ -24,6 +24,7 @@ export function isNonIdempotent(method: string, hasBody: boolean): boolean {
 
 export interface CallInit {
   deadline: Deadline;
+  transport: 'fetch' | 'undici' | 'http';
   method: string;
   hasBody: boolean;
   observe: boolean;
@@ -42,6 +43,7 @@ export interface CallInit {
  */
 export class OutgoingCall {
   readonly deadline: Deadline;
+  readonly transport: CallInit['transport'];
   readonly method: string;
   readonly observe: boolean;
   hasBody: boolean;
@@ -59,6 +61,7 @@ export class OutgoingCall {
 
   constructor(init: CallInit) {
     this.deadline = init.deadline;
+    this.transport = init.transport;
     this.method = init.method;
     this.hasBody = init.hasBody;
     this.observe = init.observe;

@@ -3,9 +3,13 @@ import { context } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { getDeadline } from '../../src/context';
 import { CALL_KEY, IGNORED_CALL, type OutgoingCall } from './call';
-import { isDeadlineHeaderName, repeatsDeadlineHeader, settleUndiciRequestHeaders } from './headers';
+import { baggageWithoutDeadline, hasHeader, isDeadlineHeaderName, repeatsDeadlineHeader, settleUndiciRequestHeaders, stripDeadlineHeadersInList } from './headers';
+import { HEADER_BAGGAGE } from '../../src/attributes';
 import { RequestClassPatcher } from './request-class';
-import { isRejectReplyRaw } from './reply';
+import { claimsEarlyReject, MAX_REPLY_BODY_BYTES, parseRejectBody, rawHeader } from './reply';
+import { undiciRequestUrl } from './undici-target';
+import type { ResolvedConfig } from '../config';
+import { HEADER_DEADLINE_EXPIRED } from '../names';
 
 /** What we keep on an undici request we have seen. */
 interface RequestState {
@@ -15,13 +19,17 @@ interface RequestState {
   call: OutgoingCall | undefined;
   /** undici's abort for this request on its connection, once it is about to be written. */
   abortWrite: ((reason: unknown) => void) | undefined;
+  /** False for a request to a host outside `propagateTo`: it carries no deadline header, now or later. */
+  propagate: boolean;
+  /** The body so far of a reply whose headers claim an early reject; undefined for any other. */
+  replyBody: Buffer[] | undefined;
 }
 
 interface RequestMessage {
   request: object;
 }
 interface ResponseMessage extends RequestMessage {
-  response?: { headers?: unknown[] };
+  response?: { statusCode?: number; headers?: unknown[] };
 }
 
 type UndiciRequest = { headers?: unknown };
@@ -43,7 +51,7 @@ function inGuardedCall(): boolean {
  * - `undici:request:trailers` / `undici:request:error` close it.
  * Returns the unsubscribe function.
  */
-export function subscribeUndiciChannels(): () => void {
+export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => void {
   // Per request, kept on the request object under a key of this subscription's
   // own: a WeakMap entry per request costs more in garbage collection.
   const stateKey = Symbol('otel-deadline.undici-request');
@@ -53,12 +61,23 @@ export function subscribeUndiciChannels(): () => void {
   const requestClasses = new RequestClassPatcher({
     dropHeader: (request, name, value) => {
       if (!isDeadlineHeaderName(name)) return false;
-      if (stateOf(request)?.headersSettled === true) return true;
+      const state = stateOf(request);
+      // Off the list: x-deadline-* never; a baggage line without our entry
+      // (rewriteHeader), unless one is there already (a redirect hop keeps the first hop's).
+      if (state?.propagate === false) {
+        if (String(name).toLowerCase() !== HEADER_BAGGAGE || baggageWithoutDeadline(value) === undefined) return true;
+        return hasHeader((request as UndiciRequest).headers, HEADER_BAGGAGE);
+      }
+      if (state?.headersSettled === true) return true;
       // A subscriber ahead of ours (instrumentation-undici registered before
       // us) injects through a global propagator while the request is being
       // created: for a guarded call, whose options carried the headers, that
       // is a repeat. Dropped now, the list needs no rewrite in onCreate.
       return inGuardedCall() && repeatsDeadlineHeader((request as UndiciRequest).headers, name, value);
+    },
+    rewriteHeader: (request, name, value) => {
+      if (stateOf(request)?.propagate !== false || !isDeadlineHeaderName(name)) return value;
+      return baggageWithoutDeadline(value);
     },
     // undici calls a request's `onConnect` right before writing it. A request
     // can get there after its cutoff: it waited for a busy connection while a
@@ -73,6 +92,24 @@ export function subscribeUndiciChannels(): () => void {
       state!.abortWrite = abort;
       return call.deadline.aborted ? call.deadline.abortReason : undefined;
     },
+    // The transport's span ends in the trailers channel, before the caller
+    // reads the body: an early reject is judged here, on the body undici
+    // received, so that `not_started` lands on that span only when believed.
+    onBodyChunk: (request, chunk) => {
+      const state = stateOf(request);
+      if (state?.replyBody === undefined) return;
+      const size = state.replyBody.reduce((total, bytes) => total + bytes.length, 0);
+      const bytes = Buffer.from(chunk as Uint8Array);
+      if (size + bytes.length > MAX_REPLY_BODY_BYTES) state.replyBody = undefined;
+      else state.replyBody.push(bytes);
+    },
+    beforeComplete: (request) => {
+      const state = stateOf(request);
+      if (state?.replyBody === undefined) return;
+      const claim = parseRejectBody(Buffer.concat(state.replyBody));
+      state.replyBody = undefined;
+      if (claim !== undefined) state.call?.markRejectedByServer();
+    },
   });
 
   const onCreate = (message: unknown) => {
@@ -81,11 +118,20 @@ export function subscribeUndiciChannels(): () => void {
     const marker = ctx.getValue(CALL_KEY) as OutgoingCall | typeof IGNORED_CALL | undefined;
     if (marker === IGNORED_CALL) return;
     requestClasses.patchClassOf(request);
+    const call = marker !== undefined && !marker.settled ? marker : undefined;
+    // Every request is one hop: a redirect to a host off the list gets no deadline headers.
+    const allowed = settings().propagatesTo;
+    const involved = allowed !== undefined && (call !== undefined || (!isTracingSuppressed(ctx) && getDeadline(ctx) !== undefined));
+    if (involved && !allowed(undiciRequestUrl(request))) {
+      if (Array.isArray((request as UndiciRequest).headers)) stripDeadlineHeadersInList((request as UndiciRequest).headers as unknown[]);
+      (request as Tracked)[stateKey] = { headersSettled: true, propagate: false, call, abortWrite: undefined, replyBody: undefined };
+      call?.requestOpened();
+      return;
+    }
     const contextFor = () => (isTracingSuppressed(ctx) || getDeadline(ctx) === undefined ? undefined : ctx);
     const headersSettled = settleUndiciRequestHeaders(request, contextFor);
-    const call = marker !== undefined && !marker.settled ? marker : undefined;
     if (!headersSettled && call === undefined) return;
-    (request as Tracked)[stateKey] = { headersSettled, call, abortWrite: undefined };
+    (request as Tracked)[stateKey] = { headersSettled, propagate: true, call, abortWrite: undefined, replyBody: undefined };
     call?.requestOpened();
   };
   // Published synchronously right before undici writes the headers: the last
@@ -99,10 +145,17 @@ export function subscribeUndiciChannels(): () => void {
     if (!call.observe && state!.abortWrite !== undefined && call.deadline.aborted) return state!.abortWrite(call.deadline.abortReason);
     call.sent = true;
   };
+  // Headers that claim an early reject start collecting the body (see onBodyChunk).
   const onResponseHeaders = (message: unknown) => {
     const { request, response } = message as ResponseMessage;
-    const call = callOf(request);
-    if (call !== undefined && isRejectReplyRaw(response?.headers)) call.markRejectedByServer();
+    const state = stateOf(request);
+    const call = state?.call;
+    if (call === undefined || call.observe || response === undefined) return;
+    const raw = response.headers;
+    const info = { transport: call.transport, method: call.method, url: undiciRequestUrl(request), statusCode: Number(response.statusCode) };
+    if (claimsEarlyReject(settings(), info, rawHeader(raw, HEADER_DEADLINE_EXPIRED), rawHeader(raw, 'content-length'))) {
+      state!.replyBody = [];
+    }
   };
   const onClosed = (message: unknown) => {
     const state = stateOf((message as RequestMessage).request);

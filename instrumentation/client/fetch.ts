@@ -1,15 +1,20 @@
 import { context } from '@opentelemetry/api';
 import { beginCall, recordRefusal } from './begin';
 import type { ClientHost } from './host';
-import { errorFromReply, isRejectValue, readSmallBody } from './reply';
+import { claimsEarlyReject, errorFromClaim, parseRejectBody, readSmallBody, type RejectClaim } from './reply';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
+import type { ResolvedConfig } from '../config';
+import type { OutgoingCall } from './call';
 import { fetchHeadersWithDeadline } from './headers';
 
 type FetchFunction = (input: unknown, init?: Record<string, unknown>) => Promise<FetchResponse>;
 
 interface FetchResponse {
+  status: number;
+  url?: string;
   headers: { get(name: string): string | null };
-  body?: AsyncIterable<Uint8Array> | null;
+  body?: (AsyncIterable<Uint8Array> & { cancel?(): Promise<void> }) | null;
+  clone(): FetchResponse;
 }
 
 interface RequestLike {
@@ -26,6 +31,18 @@ function asRequest(input: unknown): RequestLike | undefined {
     : undefined;
 }
 
+/**
+ * What an early-reject reply claims, if the response is one we believe. The
+ * body is read from a clone, so a response we do not believe goes back to the
+ * caller untouched, body included.
+ */
+async function rejectClaimOf(settings: ResolvedConfig, call: OutgoingCall, transport: 'fetch' | 'undici', requestUrl: string, response: FetchResponse): Promise<RejectClaim | undefined> {
+  const info = { transport, method: call.method, url: response.url || requestUrl, statusCode: response.status };
+  const { headers } = response;
+  if (!claimsEarlyReject(settings, info, headers.get(HEADER_DEADLINE_EXPIRED), headers.get('content-length'))) return undefined;
+  const read = await readSmallBody(response.clone().body);
+  return read.error === undefined ? parseRejectBody(read.bytes) : undefined;
+}
 
 /**
  * Wraps a WHATWG fetch (global fetch, or undici's). Under an active deadline
@@ -63,7 +80,11 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
       }
       const { call } = decision;
       // Set here, in the caller's context; the undici channel only removes duplicates.
-      const headers = fetchHeadersWithDeadline(() => new Headers((init?.headers ?? request?.headers) as ConstructorParameters<typeof Headers>[0]), ctx);
+      const requestUrl = request?.url ?? String(input);
+      // Off the propagateTo list, none: the undici channel also takes out any the caller or a propagator set.
+      const headers = decision.propagate
+        ? fetchHeadersWithDeadline(() => new Headers((init?.headers ?? request?.headers) as ConstructorParameters<typeof Headers>[0]), ctx)
+        : undefined;
       let options: Record<string, unknown> | undefined = headers === undefined ? init : { ...init, headers };
       const controller = call.observe ? undefined : new AbortController();
       if (controller !== undefined) options = { ...options, signal: controller.signal };
@@ -74,11 +95,13 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
       call.arm(controller === undefined ? () => {} : (reason) => controller.abort(reason));
       return pending.then(
         async (response) => {
-          if (!call.observe && isRejectValue(response.headers.get(HEADER_DEADLINE_EXPIRED))) {
+          const claim = call.observe ? undefined : await rejectClaimOf(host.settings, call, transport, requestUrl, response).catch(() => undefined);
+          if (claim !== undefined) {
+            // The clone was read; the original's body is not needed any more.
+            void response.body?.cancel?.().catch(() => {});
             call.markRejectedByServer();
-            const error = errorFromReply(operation, call.deadline, await readSmallBody(response.body));
             call.apiSettled();
-            throw error;
+            throw errorFromClaim(operation, call.deadline, claim);
           }
           call.apiSettled();
           return response;

@@ -84,6 +84,41 @@ export function headersWithoutDeadline(headers: unknown): unknown {
   return Array.isArray(headers) ? kept.flat() : Object.fromEntries(kept);
 }
 
+/** A baggage header value without the deadline entry; undefined when nothing else was in it. */
+export function baggageWithoutDeadline(value: unknown): string | undefined {
+  const rest = entriesWithoutDeadline(headerText(value));
+  return rest.length > 0 ? rest.join(',') : undefined;
+}
+
+/** True when a flat header list has a header named `lower` (in any case). */
+export function hasHeader(list: unknown, lower: string): boolean {
+  if (!Array.isArray(list)) return false;
+  for (let i = 0; i < list.length; i += 2) if (String(list[i]).toLowerCase() === lower) return true;
+  return false;
+}
+
+/**
+ * Takes the deadline headers and the baggage entry out of a flat header list,
+ * in place. Repeated baggage lines (a redirect hop's copy, then a propagator's
+ * own) become one, first entry per key.
+ */
+export function stripDeadlineHeadersInList(list: unknown[]): void {
+  const kept = headersWithoutDeadline(list) as unknown[];
+  if (kept === list) return;
+  list.length = 0;
+  const baggage: string[] = [];
+  let baggageAt = -1;
+  for (let i = 0; i + 1 < kept.length; i += 2) {
+    if (String(kept[i]).toLowerCase() === HEADER_BAGGAGE) {
+      baggage.push(...headerText(kept[i + 1]));
+      if (baggageAt >= 0) continue;
+      baggageAt = list.length;
+    }
+    list.push(kept[i], kept[i + 1]);
+  }
+  if (baggage.length > 1) list[baggageAt + 1] = firstEntryPerKey(baggage);
+}
+
 function headerText(value: unknown): string[] {
   if (Array.isArray(value)) return value.map(String);
   return value === undefined || value === null ? [] : [String(value)];

@@ -6,8 +6,10 @@ import { activeClientSpan, beginCall, recordRefusal } from './begin';
 import type { OutgoingCall } from './call';
 import type { ClientHost } from './host';
 import { headersWithoutDeadline, setDeadlineHeadersInList, withDeadlineHeaders } from './headers';
-import { errorFromReply, isRejectValue, MAX_REPLY_BODY_BYTES } from './reply';
+import { claimsEarlyReject, errorFromClaim, parseRejectBody } from './reply';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
+import type { ResolvedConfig } from '../config';
+import { peekBody } from './peek-body';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Options = Record<string, unknown>;
@@ -104,30 +106,33 @@ function hasBodyHeaders(request: http.ClientRequest): boolean {
 }
 
 /**
- * Turns an early-reject reply into the matching error on the request: the
- * 'response' event is not delivered, the small body is read, then 'error' is
- * emitted, and a 'close' that comes in between is held back until after it.
+ * Turns an early-reject reply we believe into the matching error on the
+ * request: the 'response' event is held while the small body is read; a
+ * well-formed claim then emits 'error' instead, anything else puts the bytes
+ * back and delivers the response as it came. A 'close' that comes in between
+ * is held back until after that.
  */
-function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, operation: string): void {
+function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, operation: string, settings: ResolvedConfig, url: string | undefined): void {
   const emit = request.emit;
   let state: 'idle' | 'reading' | 'done' = 'idle';
   let closeHeld = false;
   request.emit = function (this: http.ClientRequest, event: string | symbol, ...args: unknown[]): boolean {
     if (event === 'response' && state === 'idle') {
       const response = args[0] as http.IncomingMessage;
-      if (isRejectValue(response.headers[HEADER_DEADLINE_EXPIRED])) {
+      const info = { transport: 'http' as const, method: call.method, url, statusCode: response.statusCode ?? 0 };
+      if (claimsEarlyReject(settings, info, response.headers[HEADER_DEADLINE_EXPIRED], response.headers['content-length'])) {
         state = 'reading';
-        call.markRejectedByServer();
-        const chunks: Buffer[] = [];
-        let size = 0;
-        response.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size <= MAX_REPLY_BODY_BYTES) chunks.push(chunk);
-        });
-        response.once('end', () => {
-          const body = size <= MAX_REPLY_BODY_BYTES ? Buffer.concat(chunks).toString('utf8') : undefined;
+        peekBody(response, Number(response.headers['content-length']), (bytes, putBack) => {
+          const claim = parseRejectBody(bytes);
           state = 'done';
-          emit.call(this, 'error', errorFromReply(operation, call.deadline, body));
+          if (claim === undefined) {
+            putBack();
+            emit.call(this, 'response', response);
+          } else {
+            call.markRejectedByServer();
+            response.resume();
+            emit.call(this, 'error', errorFromClaim(operation, call.deadline, claim));
+          }
           if (closeHeld) emit.call(this, 'close');
         });
         return true;
@@ -141,7 +146,7 @@ function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, o
   } as typeof request.emit;
 }
 
-function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation: string): void {
+function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation: string, settings: ResolvedConfig, url: string | undefined): void {
   request.once('socket', (socket: Socket) => {
     const markSent = () => {
       // The abort timer may not have run yet (a busy loop): reading `aborted` checks the clock and,
@@ -154,7 +159,7 @@ function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation
     else markSent();
   });
   request.once('close', () => call.settle());
-  if (!call.observe) convertRejectReplies(request, call, operation);
+  if (!call.observe) convertRejectReplies(request, call, operation, settings, url);
   call.arm((reason) => abortRequest(request, reason));
 }
 
@@ -198,7 +203,9 @@ export function makeHttpWrapper(host: ClientHost, protocol: 'http:' | 'https:', 
       // An http instrumentation wrapping outside us has its client span active here.
       const covering = activeClientSpan(ctx);
       if (covering !== undefined) call.addSpan(covering);
-      const callArgs = buildArgs(parsed, { headers: headersWithDeadline(parsed.options?.headers, ctx) });
+      // Off the propagateTo list: none, and out with any an http instrumentation wrapping outside ours injected.
+      const headers = parsed.options?.headers;
+      const callArgs = buildArgs(parsed, { headers: decision.propagate ? headersWithDeadline(headers, ctx) : headersWithoutDeadline(headers) });
       let request: http.ClientRequest;
       depth++;
       try {
@@ -206,7 +213,7 @@ export function makeHttpWrapper(host: ClientHost, protocol: 'http:' | 'https:', 
       } finally {
         depth--;
       }
-      guardRequest(request, call, `http ${method}`);
+      guardRequest(request, call, `http ${method}`, host.settings, urlOf(parsed, protocol));
       return request;
     };
 }

@@ -3,8 +3,11 @@ import { context, type Context } from '@opentelemetry/api';
 import { beginCall, recordRefusal } from './begin';
 import type { OutgoingCall } from './call';
 import type { ClientHost } from './host';
-import { errorFromReply, isRejectValue, readSmallBody } from './reply';
+import { claimsEarlyReject, errorFromClaim, parseRejectBody, readSmallBody } from './reply';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
+import type { ReplyInfo } from '../types';
+import { replayBody } from './replay-body';
+import { dispatcherCallUrl, topLevelCallUrl } from './undici-target';
 import { undiciHeadersWithDeadline } from './headers';
 import { DeadlineSignalView } from './signal-view';
 
@@ -20,6 +23,8 @@ type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Api = 'request' | 'stream' | 'pipeline';
 
 interface UndiciOptions {
+  origin?: unknown;
+  path?: unknown;
   method?: unknown;
   body?: unknown;
   signal?: unknown;
@@ -99,16 +104,22 @@ function failedDuplex(error: Error): Duplex {
   return duplex;
 }
 
-function isRejectReply(data: ResponseData, call: OutgoingCall): boolean {
-  return !call.observe && isRejectValue(data.headers[HEADER_DEADLINE_EXPIRED]);
-}
-
-/** Settles the call (after reading the small reply body) and rejects with the error the reply stands for. */
-async function convertRejectReply(data: ResponseData, call: OutgoingCall, operation: string): Promise<never> {
-  call.markRejectedByServer();
-  const error = errorFromReply(operation, call.deadline, await readSmallBody(data.body));
+/**
+ * Reads the small body of a reply whose headers claim an early reject, and
+ * settles the call. A well-formed claim rejects with the error it stands
+ * for; anything else resolves with the response, its body replayed.
+ */
+async function checkRejectReply(data: ResponseData, call: OutgoingCall, operation: string): Promise<ResponseData> {
+  const read = await readSmallBody(data.body);
+  const claim = read.error === undefined ? parseRejectBody(read.bytes) : undefined;
+  if (claim !== undefined) {
+    call.markRejectedByServer();
+    call.apiSettled();
+    throw errorFromClaim(operation, call.deadline, claim);
+  }
   call.apiSettled();
-  throw error;
+  data.body = replayBody(data.body, read.bytes, read.error, data.headers['content-type']) as unknown as ResponseData['body'];
+  return data;
 }
 
 function callOriginal(original: AnyFunction, self: unknown, args: unknown[], ctx: Context | undefined): unknown {
@@ -144,13 +155,14 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
       const ctx = context.active();
       const method = String(shape.options.method ?? 'GET').toUpperCase();
       const callerSignal = shape.options.signal;
+      const callUrl = () => (topLevel ? topLevelCallUrl(args[0]) : dispatcherCallUrl(this, shape.options));
       const decision = beginCall(
         host.settings,
         {
           transport: 'undici',
           method,
           hasBody: shape.options.body != null,
-          url: () => (topLevel ? String(args[0]) : undefined),
+          url: callUrl,
           callerSignal: callerSignal instanceof AbortSignal ? callerSignal : undefined,
         },
         ctx,
@@ -173,7 +185,8 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
       const { call } = decision;
       // Set here, in the caller's context: a request queued in a Pool is only
       // created (and seen by the undici channel) later, in another context.
-      const headers = undiciHeadersWithDeadline(shape.options.headers, ctx);
+      // Off the propagateTo list, none: the undici channel also takes out any the caller or a propagator set.
+      const headers = decision.propagate ? undiciHeadersWithDeadline(shape.options.headers, ctx) : shape.options.headers;
       // undici does not fail a request queued for a pooled connection until it
       // is dispatched, whatever its signal says, so an abort settles our
       // promise (or destroys the pipeline) itself; the queued request is then
@@ -215,8 +228,12 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
         failNow = fail;
         pending.then((result) => {
           try {
-            if (api === 'request' && isRejectReply(result as ResponseData, call)) {
-              return void convertRejectReply(result as ResponseData, call, operation).then(resolve, fail);
+            const data = result as ResponseData;
+            if (api === 'request' && !call.observe) {
+              const info: ReplyInfo = { transport: 'undici', method, url: callUrl(), statusCode: data.statusCode };
+              if (claimsEarlyReject(host.settings, info, data.headers[HEADER_DEADLINE_EXPIRED], data.headers['content-length'])) {
+                return void checkRejectReply(data, call, operation).then(resolve, fail);
+              }
             }
           } catch (error) {
             return fail(error);

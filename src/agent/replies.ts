@@ -44,11 +44,26 @@ function headerOf(headers: unknown, name: string): string | undefined {
   return undefined;
 }
 
-/** True when the error or a reply it carries has `x-deadline-expired` (any value but empty or `0`). */
+function statusOf(candidate: Record<string, unknown>): unknown {
+  try {
+    return candidate.status ?? candidate.statusCode;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * True when the error or a reply it carries has `x-deadline-expired` (any
+ * value but empty or `0`) on a reply that is not a success: a 2xx did run,
+ * whatever its headers say.
+ */
 export function carriesDeadlineExpired(err: unknown): boolean {
   for (const candidate of related(err)) {
     const value = headerOf(candidate.headers, HEADER_DEADLINE_EXPIRED);
-    if (value !== undefined && value !== '' && value !== '0') return true;
+    if (value === undefined || value === '' || value === '0') continue;
+    const status = statusOf(candidate);
+    if (typeof status === 'number' && status >= 200 && status < 300) continue;
+    return true;
   }
   return false;
 }

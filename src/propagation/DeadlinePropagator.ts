@@ -6,7 +6,7 @@ import {
   type TextMapSetter,
 } from '@opentelemetry/api';
 import { isTracingSuppressed, W3CBaggagePropagator } from '@opentelemetry/core';
-import { getDeadline, isDeadlineOnlyBaggage, setDeadline } from '../context';
+import { getDeadline, isDeadlineOffWire, isDeadlineOnlyBaggage, setDeadline } from '../context';
 import { DeadlineNode } from '../deadline';
 import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
 import {
@@ -84,7 +84,7 @@ export class DeadlinePropagator implements TextMapPropagator {
 
   inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void {
     try {
-      if (isTracingSuppressed(ctx)) return;
+      if (isTracingSuppressed(ctx) || isDeadlineOffWire(ctx)) return;
       const deadline = getDeadline(ctx);
       if (deadline === undefined) return;
       const atMs = String(Math.floor(deadline.expiresAtMs));

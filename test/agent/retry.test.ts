@@ -335,7 +335,9 @@ describe('defaultRetryable and carriesDeadlineExpired', () => {
 
   const expiredRows: [string, unknown, boolean][] = [
     ['a fetch Response', new Response(null, { status: 504, headers: { 'x-deadline-expired': '1' } }), true],
-    ['an error with the Response', { response: new Response(null, { headers: { 'x-deadline-expired': '1' } }) }, true],
+    ['an error with the Response', { response: new Response(null, { status: 504, headers: { 'x-deadline-expired': '1' } }) }, true],
+    ['a 200 Response: it ran', new Response(null, { status: 200, headers: { 'x-deadline-expired': '1' } }), false],
+    ['an error with a 201 on res', { res: { statusCode: 201, headers: { 'x-deadline-expired': '1' } } }, false],
     ['an IncomingMessage-like on res', { res: { headers: { 'x-deadline-expired': '1' } } }, true],
     ['array-valued', { headers: { 'x-deadline-expired': ['1'] } }, true],
     ['value 0', { headers: { 'x-deadline-expired': '0' } }, false],

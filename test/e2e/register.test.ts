@@ -88,8 +88,24 @@ describe('otel-deadline/register', () => {
     expect(rejected).toHaveLength(1);
   });
 
+  it('sends no deadline header to a host outside OTEL_DEADLINE_PROPAGATE_TO, by any transport', async () => {
+    const run = await node(['--import', 'otel-deadline/register', join(fixtures, 'app.mjs'), '3000'], {
+      OTEL_SERVICE_NAME: 'esm-app-propagate-to',
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_DEADLINE_PROPAGATE_TO: 'api.internal,*.svc.cluster.local',
+    });
+    const app = report(run);
+    // The entry still ran under the caller's deadline; only the wire to 127.0.0.1 stays clean.
+    expect(JSON.parse(app.results[0].body).operation).toBe('http.server');
+    expect(app.seen.map((s) => s.url)).toEqual(['/undici', '/fetch', '/http']);
+    for (const { counts } of app.seen) {
+      expect(counts).toEqual({ 'x-deadline-remaining-ms': 0, 'x-deadline-at-ms': 0, baggage: 0, traceparent: 1 });
+    }
+  });
+
   it.each([
     ['--import', 'OTEL_DEADLINE_MIN_USEFUL_MS', 'soon'],
+    ['--import', 'OTEL_DEADLINE_PROPAGATE_TO', 'https://api.internal'],
     ['--require', 'OTEL_DEADLINE_MODE', 'strict'],
   ])('stops at startup under %s with an error naming %s', async (flag, name, value) => {
     const run = await node([flag, 'otel-deadline/register', '-e', 'console.log("app ran")'], { [name]: value });

@@ -12,6 +12,7 @@ import {
 } from '../../src';
 import { CUT_LAG_LIMIT_MS, passedDeadline } from '../helpers/clock';
 import { installOtel, sleep, type TestOtel } from '../helpers/otel';
+import { sendReply } from './helpers/replies';
 import { startCountingServer, type CountingServer } from './helpers/servers';
 
 let otel: TestOtel;
@@ -32,8 +33,7 @@ beforeAll(async () => {
       return void held.push(() => res.destroy());
     }
     if (req.url === '/reject') {
-      res.writeHead(504, { 'x-deadline-expired': '1', 'content-type': 'application/json' });
-      return void res.end('{"code":"INSUFFICIENT_BUDGET","neededMs":80,"remainingMs":12}');
+      return sendReply(res, 504, '{"code":"INSUFFICIENT_BUDGET","neededMs":80,"remainingMs":12}', { 'x-deadline-expired': '1' });
     }
     res.end('ok');
   });

@@ -16,6 +16,7 @@ import {
 } from '../../src';
 import { CUT_LAG_LIMIT_MS, passedDeadline } from '../helpers/clock';
 import { installOtel, sleep, type TestOtel } from '../helpers/otel';
+import { sendReply } from './helpers/replies';
 import { startCountingServer, type CountingServer } from './helpers/servers';
 
 let otel: TestOtel;
@@ -39,8 +40,7 @@ beforeAll(async () => {
       return void held.push(() => res.destroy());
     }
     if (req.url === '/reject') {
-      res.writeHead(504, { 'x-deadline-expired': '1', 'content-type': 'application/json' });
-      return void res.end('{"code":"DEADLINE_EXCEEDED"}');
+      return sendReply(res, 504, '{"code":"DEADLINE_EXCEEDED"}', { 'x-deadline-expired': '1' });
     }
     req.resume();
     req.once('end', () => res.end('ok'));

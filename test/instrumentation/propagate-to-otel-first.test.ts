@@ -1,0 +1,3 @@
+import { propagateToSuite } from './helpers/propagate-to';
+
+propagateToSuite('otel-first');
