@@ -57,7 +57,6 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
   const stateKey = Symbol('otel-deadline.undici-request');
   type Tracked = { [key: symbol]: RequestState | undefined };
   const stateOf = (request: object) => (request as Tracked)[stateKey];
-  const callOf = (request: object) => stateOf(request)?.call;
   const requestClasses = new RequestClassPatcher({
     dropHeader: (request, name, value) => {
       if (!isDeadlineHeaderName(name)) return false;
