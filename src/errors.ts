@@ -17,6 +17,16 @@ function hasBrand(value: unknown, brand: symbol): boolean {
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[brand] === true;
 }
 
+/**
+ * `instanceof` for a branded class: the brand for the class itself (so an
+ * error from another copy of the package counts), the ordinary prototype
+ * check for a user's subclass (so a plain error of ours is not one of theirs).
+ */
+function isInstance(cls: object, own: object, value: unknown, brand: symbol): boolean {
+  if (cls !== own) return Function.prototype[Symbol.hasInstance].call(cls, value);
+  return hasBrand(value, brand);
+}
+
 function isoOrRaw(epochMs: number): string {
   const date = new Date(epochMs);
   return Number.isNaN(date.getTime()) ? String(epochMs) : date.toISOString();
@@ -36,7 +46,7 @@ export class DeadlineExceededError extends Error {
   }
 
   static override [Symbol.hasInstance](value: unknown): boolean {
-    return hasBrand(value, EXCEEDED_BRAND);
+    return isInstance(this, DeadlineExceededError, value, EXCEEDED_BRAND);
   }
 }
 
@@ -59,7 +69,7 @@ export class InsufficientBudgetError extends Error {
   }
 
   static override [Symbol.hasInstance](value: unknown): boolean {
-    return hasBrand(value, INSUFFICIENT_BRAND);
+    return isInstance(this, InsufficientBudgetError, value, INSUFFICIENT_BRAND);
   }
 }
 
@@ -76,13 +86,18 @@ export class DeadlineCancelledError extends Error {
   }
 
   static override [Symbol.hasInstance](value: unknown): boolean {
-    return hasBrand(value, CANCELLED_BRAND);
+    return isInstance(this, DeadlineCancelledError, value, CANCELLED_BRAND);
   }
 }
 
-/** True for DeadlineExceededError and InsufficientBudgetError (a budget problem, not a cancel). */
-export function isDeadlineError(err: unknown): err is DeadlineExceededError | InsufficientBudgetError {
-  return hasBrand(err, EXCEEDED_BRAND) || hasBrand(err, INSUFFICIENT_BRAND);
+/**
+ * True for every error this package raises about a deadline, one per
+ * `DeadlineErrorCode`: DeadlineExceededError, InsufficientBudgetError and
+ * DeadlineCancelledError, from any copy of the package. Tell a budget
+ * problem from a cancel by `err.code`.
+ */
+export function isDeadlineError(err: unknown): err is DeadlineExceededError | InsufficientBudgetError | DeadlineCancelledError {
+  return hasBrand(err, EXCEEDED_BRAND) || hasBrand(err, INSUFFICIENT_BRAND) || hasBrand(err, CANCELLED_BRAND);
 }
 
 export type DeadlineErrorCode = 'DEADLINE_EXCEEDED' | 'INSUFFICIENT_BUDGET' | 'CANCELLED';

@@ -1,7 +1,7 @@
 import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { openDeadlineUnder, type Deadline, type DeadlineOptions, type ManagedDeadline } from './deadline';
 import { getDeadline, setDeadline } from './context';
-import { abortCodeOf, DeadlineCancelledError, isDeadlineError } from './errors';
+import { abortCodeOf, isDeadlineError } from './errors';
 import { ATTR_DEADLINE_OUTCOME } from './attributes';
 
 export const TRACER_NAME = 'otel-deadline';
@@ -17,7 +17,7 @@ export function openDeadline(options: DeadlineOptions): ManagedDeadline {
 
 /** True for the errors openDeadline throws to refuse work (not for bad arguments). */
 export function isRefusal(err: unknown): boolean {
-  return isDeadlineError(err) || err instanceof DeadlineCancelledError;
+  return isDeadlineError(err);
 }
 
 /** Ends a span for work that was refused before it started. */

@@ -59,7 +59,7 @@ describe('packaging (built output, real child processes)', () => {
          budget: budget instanceof a.InsufficientBudgetError,
          cancelled: cancelled instanceof a.DeadlineCancelledError,
          crossWrong: err instanceof a.InsufficientBudgetError,
-         isDeadline: a.isDeadlineError(err) && a.isDeadlineError(budget) && !a.isDeadlineError(cancelled),
+         isDeadline: a.isDeadlineError(err) && a.isDeadlineError(budget) && a.isDeadlineError(cancelled),
          plainError: new Error('x') instanceof a.DeadlineExceededError,
          sharedKey: a.getDeadline(b.setDeadline(ROOT_CONTEXT, d)) === d,
        }));

@@ -14,6 +14,7 @@ import { CompositePropagator, suppressTracing, W3CBaggagePropagator } from '@ope
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeadlinePropagator, getDeadline, openDeadline, setDeadline, type Deadline } from '../src';
 import { passedDeadline } from './helpers/clock';
+import { captureDiag } from './helpers/diag';
 import { installOtel, type TestOtel } from './helpers/otel';
 
 const propagator = new DeadlinePropagator();
@@ -72,10 +73,17 @@ describe('inject', () => {
     d.dispose();
   });
 
-  it('never throws, even when the setter does', () => {
+  it('never throws, even when the setter does, and says why through diag.debug', () => {
     const d = openDeadline({ operation: 'op', timeoutMs: 1_000, parent: null });
-    const throwing = { set: () => { throw new Error('boom'); } };
-    expect(() => propagator.inject(setDeadline(ROOT_CONTEXT, d), {}, throwing)).not.toThrow();
+    const boom = new Error('boom');
+    const throwing = { set: () => { throw boom; } };
+    const logged = captureDiag();
+    try {
+      expect(() => propagator.inject(setDeadline(ROOT_CONTEXT, d), {}, throwing)).not.toThrow();
+    } finally {
+      logged.stop();
+    }
+    expect(logged.debug).toEqual([{ message: expect.stringContaining('inject') as string, error: boom }]);
     d.dispose();
   });
 
@@ -197,9 +205,28 @@ describe('extract', () => {
     expect(ctx).toBe(ROOT_CONTEXT);
   });
 
-  it('never throws when the getter throws', () => {
-    const throwing: TextMapGetter = { get: () => { throw new Error('boom'); }, keys: () => [] };
-    expect(propagator.extract(ROOT_CONTEXT, {}, throwing)).toBe(ROOT_CONTEXT);
+  it('never throws when the getter throws, and says why through diag.debug', () => {
+    const boom = new Error('boom');
+    const throwing: TextMapGetter = { get: () => { throw boom; }, keys: () => [] };
+    const logged = captureDiag();
+    try {
+      expect(propagator.extract(ROOT_CONTEXT, {}, throwing)).toBe(ROOT_CONTEXT);
+    } finally {
+      logged.stop();
+    }
+    expect(logged.debug).toEqual([{ message: expect.stringContaining('read') as string, error: boom }]);
+  });
+
+  it('keeps a context it cannot add to as it was, and says why through diag.debug', () => {
+    const boom = new Error('broken context');
+    const broken = { getValue: () => { throw boom; }, setValue: () => broken, deleteValue: () => broken } as unknown as Context;
+    const logged = captureDiag();
+    try {
+      expect(propagator.extract(broken, { 'x-deadline-remaining-ms': '500' }, defaultTextMapGetter)).toBe(broken);
+    } finally {
+      logged.stop();
+    }
+    expect(logged.debug).toEqual([{ message: expect.stringContaining('extract') as string, error: boom }]);
   });
 
   it('builds an expired deadline for a cutoff already passed, so the server can refuse it', () => {

@@ -30,18 +30,32 @@ export const EVENT_TOOL_COMPLETED = 'tool.completed';
 export const EVENT_TOOL_ABORTED = 'tool.aborted';
 export type ToolEventName = 'tool.queued' | 'tool.started' | 'tool.completed' | 'tool.aborted';
 
-/** The trace id: one per user request. */
-export const ATTR_TOOL_REQUEST_ID = 'tool.request_id';
-/** The span id of the tool call. */
-export const ATTR_TOOL_CALL_ID = 'tool.call_id';
-/** The span id of the call that started this one, when there is one. */
+/**
+ * OpenTelemetry GenAI semantic conventions for tool execution (incubating:
+ * copied here, as contrib instrumentations do, rather than imported).
+ * `gen_ai.operation.name` is `execute_tool` on a runTool span.
+ */
+export const ATTR_GEN_AI_OPERATION_NAME = 'gen_ai.operation.name';
+export const GEN_AI_OPERATION_EXECUTE_TOOL = 'execute_tool';
+/** The tool's name (runTool's `operation`): on the tool span and on every tool event. */
+export const ATTR_GEN_AI_TOOL_NAME = 'gen_ai.tool.name';
+/** The id the model gave this tool call (`toolCallId`), when the caller passes it. */
+export const ATTR_GEN_AI_TOOL_CALL_ID = 'gen_ai.tool.call.id';
+
+/** The span id of the call that started this one, when `recordToolEvent` is told it (on a span that is not the tool's own). */
 export const ATTR_TOOL_PARENT_CALL_ID = 'tool.parent_call_id';
-export const ATTR_TOOL_OPERATION = 'tool.operation';
 export const ATTR_TOOL_ATTEMPT = 'tool.attempt';
-/** Epoch ms at which the event was observed, on this process's clock. */
-export const ATTR_TOOL_OBSERVED_AT_MS = 'tool.observed_at_ms';
 /** On `tool.aborted` for a failure that was not a deadline abort: the error's type name and code. */
 export const ATTR_TOOL_ERROR = 'tool.error';
+
+/** @deprecated No longer recorded: it repeated the trace id every event already has. */
+export const ATTR_TOOL_REQUEST_ID = 'tool.request_id';
+/** @deprecated No longer recorded: it repeated the span id; the model's call id is `gen_ai.tool.call.id`. */
+export const ATTR_TOOL_CALL_ID = 'tool.call_id';
+/** @deprecated No longer recorded: `gen_ai.tool.name` holds the tool's name. */
+export const ATTR_TOOL_OPERATION = 'tool.operation';
+/** @deprecated No longer recorded: it repeated the event's own timestamp. */
+export const ATTR_TOOL_OBSERVED_AT_MS = 'tool.observed_at_ms';
 
 /** On a `detach` root span: the trace the durable work was declared from. */
 export const ATTR_DETACHED_FROM_TRACE_ID = 'deadline.detached_from.trace_id';
@@ -66,11 +80,18 @@ export const ToolEvents = {
   ABORTED: EVENT_TOOL_ABORTED,
 } as const;
 export const ToolAttributes = {
+  GEN_AI_OPERATION_NAME: ATTR_GEN_AI_OPERATION_NAME,
+  GEN_AI_TOOL_NAME: ATTR_GEN_AI_TOOL_NAME,
+  GEN_AI_TOOL_CALL_ID: ATTR_GEN_AI_TOOL_CALL_ID,
+  /** @deprecated No longer recorded. */
   REQUEST_ID: ATTR_TOOL_REQUEST_ID,
+  /** @deprecated No longer recorded. */
   CALL_ID: ATTR_TOOL_CALL_ID,
   PARENT_CALL_ID: ATTR_TOOL_PARENT_CALL_ID,
+  /** @deprecated No longer recorded. */
   OPERATION: ATTR_TOOL_OPERATION,
   ATTEMPT: ATTR_TOOL_ATTEMPT,
+  /** @deprecated No longer recorded. */
   OBSERVED_AT_MS: ATTR_TOOL_OBSERVED_AT_MS,
   ERROR: ATTR_TOOL_ERROR,
   DETACHED_FROM_TRACE_ID: ATTR_DETACHED_FROM_TRACE_ID,

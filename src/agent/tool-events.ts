@@ -11,13 +11,13 @@ import {
   ATTR_DEADLINE_REMAINING_MS,
 } from '../attributes';
 import {
+  ATTR_GEN_AI_OPERATION_NAME,
+  ATTR_GEN_AI_TOOL_CALL_ID,
+  ATTR_GEN_AI_TOOL_NAME,
   ATTR_TOOL_ATTEMPT,
-  ATTR_TOOL_CALL_ID,
   ATTR_TOOL_ERROR,
-  ATTR_TOOL_OBSERVED_AT_MS,
-  ATTR_TOOL_OPERATION,
   ATTR_TOOL_PARENT_CALL_ID,
-  ATTR_TOOL_REQUEST_ID,
+  GEN_AI_OPERATION_EXECUTE_TOOL,
   type ToolEventName,
 } from './attributes';
 import { admit } from './admit';
@@ -27,12 +27,15 @@ import { errorType } from './span-run';
 const TOOL_EVENTS: readonly ToolEventName[] = ['tool.queued', 'tool.started', 'tool.completed', 'tool.aborted'];
 
 export interface ToolEventDetails {
+  /** The tool's name: `gen_ai.tool.name`. */
   operation: string;
+  /** The id the model gave this tool call: `gen_ai.tool.call.id`. */
+  toolCallId?: string;
   /** Default 1. */
   attempt?: number;
   /** The span that gets the event. Default: the active span. */
   span?: Span;
-  /** The span id of the call that started this one. */
+  /** The span id of the call that started this one, for an event on a span that is not the tool's own. */
   parentCallId?: string;
   /** Default: the deadline active in OTel context. */
   deadline?: Deadline;
@@ -40,27 +43,36 @@ export interface ToolEventDetails {
   reason?: unknown;
 }
 
+/** A model's tool call id is an opaque short string; anything else is a caller's mistake. */
+function checkToolCallId(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.length === 0 || value.length > 256) {
+    throw new TypeError('toolCallId must be a non-empty string of at most 256 characters');
+  }
+  return value;
+}
+
 /**
- * Adds one tool lifecycle event to a span. The event holds ids and timings
- * only: request (trace) id, call (span) id, parent call id, operation,
- * attempt, cutoff, observed time, remaining ms, and for `tool.aborted` the
- * abort code and a telemetry-safe reason. Never arguments, bodies, prompts or
- * credentials: there is no parameter that could carry them.
+ * Adds one tool lifecycle event to a span. The event holds what the span and
+ * the event's own timestamp do not already say, ids and timings only: the
+ * tool's name (`gen_ai.tool.name`), the model's call id if given
+ * (`gen_ai.tool.call.id`), the attempt, the cutoff and the ms left, a parent
+ * call id if given, and for `tool.aborted` the abort code and a telemetry-safe
+ * reason. Never arguments, bodies, prompts or credentials: there is no
+ * parameter that could carry them.
  */
 export function recordToolEvent(name: ToolEventName, details: ToolEventDetails): void {
   if (!TOOL_EVENTS.includes(name)) throw new TypeError(`unknown tool event ${String(name)}`);
+  const toolCallId = checkToolCallId(details.toolCallId);
   const span = details.span ?? trace.getActiveSpan();
   if (span === undefined) return;
-  const { traceId, spanId } = span.spanContext();
   const deadline = details.deadline ?? getDeadline();
   const observedAt = Date.now();
   const attributes: Attributes = {
-    [ATTR_TOOL_REQUEST_ID]: traceId,
-    [ATTR_TOOL_CALL_ID]: spanId,
-    [ATTR_TOOL_OPERATION]: details.operation,
+    [ATTR_GEN_AI_TOOL_NAME]: details.operation,
     [ATTR_TOOL_ATTEMPT]: details.attempt ?? 1,
-    [ATTR_TOOL_OBSERVED_AT_MS]: observedAt,
   };
+  if (toolCallId !== undefined) attributes[ATTR_GEN_AI_TOOL_CALL_ID] = toolCallId;
   if (details.parentCallId !== undefined) attributes[ATTR_TOOL_PARENT_CALL_ID] = details.parentCallId;
   if (deadline !== undefined) {
     attributes[ATTR_DEADLINE_AT_MS] = Math.floor(deadline.expiresAtMs);
@@ -80,6 +92,8 @@ export function recordToolEvent(name: ToolEventName, details: ToolEventDetails):
 }
 
 export interface ToolOptions {
+  /** The id the model gave this tool call, recorded as `gen_ai.tool.call.id`. Default: none. */
+  toolCallId?: string;
   /** Which attempt this call is, when a caller retries it. Default 1. */
   attempt?: number;
   /** The tool's own cap; it is clamped under the caller's deadline. Default: the caller's deadline. */
@@ -100,13 +114,17 @@ export interface ToolCall {
   readonly requestId: string;
   /** This call's span id. */
   readonly callId: string;
+  /** The model's id for this call, as given in `toolCallId`. */
+  readonly toolCallId: string | undefined;
   readonly deadline: Deadline | undefined;
   /** The deadline's signal (armed on first access), or undefined without a deadline. */
   readonly signal: AbortSignal | undefined;
 }
 
 /**
- * Runs one tool call in a span named `operation` and records its lifecycle:
+ * Runs one tool call in a span named `operation`, with the GenAI attributes
+ * `gen_ai.operation.name=execute_tool`, `gen_ai.tool.name` and, when given,
+ * `gen_ai.tool.call.id`, and records its lifecycle:
  * `tool.queued` when called, `tool.started` once admitted, then
  * `tool.completed` or `tool.aborted`. With `timeoutMs` the tool gets its own
  * child deadline (never later than the caller's); with `minUsefulMs` it is
@@ -120,16 +138,17 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
   if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be an integer ≥ 1, got ${String(attempt)}`);
   const minUsefulMs = options.minUsefulMs === undefined ? 0 : checkDuration('minUsefulMs', options.minUsefulMs);
   const reserveMs = options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs);
+  const toolCallId = checkToolCallId(options.toolCallId);
 
   const outer = context.active();
   const parentDeadline = getDeadline(outer);
-  const parentSpanContext = trace.getSpanContext(outer);
-  const parentCallId =
-    parentSpanContext !== undefined && trace.isSpanContextValid(parentSpanContext) ? parentSpanContext.spanId : undefined;
   const tracer = trace.getTracer(TRACER_NAME);
   const calledAt = Date.now();
+  const attributes: Attributes = { [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_EXECUTE_TOOL, [ATTR_GEN_AI_TOOL_NAME]: operation };
+  if (toolCallId !== undefined) attributes[ATTR_GEN_AI_TOOL_CALL_ID] = toolCallId;
+  // The span's parent is the calling span: no parent call id to repeat on the events.
   const event = (name: ToolEventName, span: Span, deadline: Deadline | undefined, reason?: unknown) =>
-    recordToolEvent(name, { operation, attempt, span, parentCallId, deadline, reason });
+    recordToolEvent(name, { operation, toolCallId, attempt, span, deadline, reason });
 
   let own: ManagedDeadline | undefined;
   try {
@@ -140,7 +159,7 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
     }
   } catch (err) {
     if (!isRefusal(err)) throw err;
-    const span = tracer.startSpan(operation, { kind: options.kind, startTime: calledAt }, outer);
+    const span = tracer.startSpan(operation, { kind: options.kind, startTime: calledAt, attributes }, outer);
     event('tool.queued', span, parentDeadline);
     event('tool.aborted', span, parentDeadline, err);
     endRefusedSpan(span, err);
@@ -149,7 +168,7 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
 
   const deadline = own ?? parentDeadline;
   const base = own === undefined ? outer : setDeadline(outer, own);
-  const span = tracer.startSpan(operation, { kind: options.kind, startTime: calledAt }, base);
+  const span = tracer.startSpan(operation, { kind: options.kind, startTime: calledAt, attributes }, base);
   event('tool.queued', span, deadline);
   const { traceId, spanId } = span.spanContext();
   const call: ToolCall = {
@@ -157,6 +176,7 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
     attempt,
     requestId: traceId,
     callId: spanId,
+    toolCallId,
     deadline,
     get signal() {
       return deadline?.signal;

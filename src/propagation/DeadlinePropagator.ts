@@ -1,4 +1,5 @@
 import {
+  diag,
   propagation,
   type Context,
   type TextMapGetter,
@@ -99,8 +100,9 @@ export class DeadlinePropagator implements TextMapPropagator {
         const withOurs = bag.setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });
         this.baggageCodec.inject(propagation.setBaggage(ctx, withOurs), carrier, setter);
       }
-    } catch {
-      // A propagator must never break the request it rides on.
+    } catch (err) {
+      // A propagator must never break the request it rides on; say why nothing was written.
+      diag.debug('otel-deadline: DeadlinePropagator.inject wrote nothing', err);
     }
   }
 
@@ -128,7 +130,8 @@ export class DeadlinePropagator implements TextMapPropagator {
         wireSkewMs: incoming.wireSkewMs,
       });
       return setDeadline(ctx, deadline);
-    } catch {
+    } catch (err) {
+      diag.debug('otel-deadline: DeadlinePropagator.extract kept the context as it was', err);
       return ctx;
     }
   }
@@ -137,8 +140,9 @@ export class DeadlinePropagator implements TextMapPropagator {
   read(carrier: unknown, getter: TextMapGetter): IncomingDeadline | undefined {
     try {
       return this.combine(carrier, getter);
-    } catch {
+    } catch (err) {
       // A throwing getter or carrier counts as no deadline at all.
+      diag.debug('otel-deadline: DeadlinePropagator could not read the carrier', err);
       return undefined;
     }
   }
