@@ -105,7 +105,7 @@ describe("seed 000's fixture: a follow-up released after the root is cancelled",
     let jobDeadline: Deadline | undefined;
     let rootDeadline: Deadline | undefined;
 
-    await withDeadline({ operation: 'agent.run', timeoutMs: 5_000, parent: null, signal: caller.signal }, async (root) => {
+    const ended = await withDeadline({ operation: 'agent.run', timeoutMs: 5_000, parent: null, signal: caller.signal }, async (root) => {
       rootDeadline = root;
       await runTool('inventory.update', async () => {
         await post('/update'); // awaited: inside the tree
@@ -125,7 +125,12 @@ describe("seed 000's fixture: a follow-up released after the root is cancelled",
       setTimeout(() => caller.abort(new Error('user went away')), 20);
       await aborted(root.signal);
       root.throwIfAborted();
-    }).catch((err: unknown) => expect(err).toMatchObject({ message: 'user went away' }));
+    }).then(
+      () => 'resolved',
+      (err: unknown) => err,
+    );
+    // The root must end with the caller's reason: a run that resolves instead fails here.
+    expect(ended).toMatchObject({ message: 'user went away' });
     gate.release(); // ...then the scheduled follow-up goes out
     slowReplies.splice(0).forEach((answer) => answer());
     await job!.done;
