@@ -22,8 +22,9 @@ export interface DemoAnswer {
 }
 
 export interface RunningDemo {
-  receiver: OtlpReceiver;
-  tracesFile: string;
+  /** Undefined when the spans went to `otlpEndpoint`. */
+  receiver: OtlpReceiver | undefined;
+  tracesFile: string | undefined;
   services: Record<string, DemoService>;
   ask(question?: string): Promise<DemoAnswer>;
   stop(): Promise<void>;
@@ -32,5 +33,7 @@ export interface RunningDemo {
 export declare function startDemo(options?: {
   outDir?: string;
   budgetMs?: number;
+  telemetry?: 'self' | 'register';
   onSpans?: (spans: LineageSpan[]) => void;
+  otlpEndpoint?: string;
 }): Promise<RunningDemo>;

@@ -1,6 +1,7 @@
 // Starts the demo on loopback: an OTLP/JSON receiver, then the four services
-// as child processes exporting their spans to it. Used by run.mjs and by the
-// end-to-end alert test, which points a real Prometheus at the services.
+// as child processes exporting their spans to it (or to another OTLP/HTTP
+// endpoint such as Jaeger's). Used by run.mjs and by the end-to-end tests,
+// which point a real Prometheus or Jaeger at the services.
 import { fork } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -38,19 +39,26 @@ function startService(name, env, execArgv) {
  * `'register'` starts each service with `node --import otel-deadline/register`,
  * the package's own entry (transport instrumentation included), as
  * docker-compose.yml does.
- * @param {{ outDir?: string, budgetMs?: number, telemetry?: 'self' | 'register', onSpans?: (spans: object[]) => void }} [options]
+ * `otlpEndpoint` sends the spans to that OTLP/HTTP endpoint (Jaeger's, say)
+ * instead of the embedded receiver, which then is not started: no file, no onSpans.
+ * @param {{ outDir?: string, budgetMs?: number, telemetry?: 'self' | 'register', onSpans?: (spans: object[]) => void, otlpEndpoint?: string }} [options]
  */
 export async function startDemo({
   outDir = process.cwd(),
   budgetMs = 1_500,
   telemetry = process.env.DEMO_TELEMETRY === 'register' ? 'register' : 'self',
   onSpans,
+  otlpEndpoint,
 } = {}) {
-  const tracesFile = join(outDir, 'demo-traces.json');
-  rmSync(tracesFile, { force: true });
-  const receiver = await startOtlpReceiver({ file: tracesFile, onSpans });
+  let tracesFile;
+  let receiver;
+  if (otlpEndpoint === undefined) {
+    tracesFile = join(outDir, 'demo-traces.json');
+    rmSync(tracesFile, { force: true });
+    receiver = await startOtlpReceiver({ file: tracesFile, onSpans });
+  }
   const env = {
-    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint ?? receiver.url,
     OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
     DEMO_BUDGET_MS: String(budgetMs),
   };
@@ -74,7 +82,7 @@ export async function startDemo({
     });
   } catch (err) {
     for (const s of started) s.child.kill();
-    await receiver.close();
+    await receiver?.close();
     throw err;
   }
   const peers = Object.fromEntries(Object.values(services).map((s) => [s.name, s.url]));
@@ -111,7 +119,7 @@ export async function startDemo({
         const kill = setTimeout(() => Object.values(services).forEach((s) => s.child.kill('SIGKILL')), 10_000);
         await Promise.all(Object.values(services).map((s) => s.exited));
         clearTimeout(kill);
-        await receiver.close();
+        await receiver?.close();
       })();
       return stopped;
     },

@@ -1,88 +1,93 @@
 #!/usr/bin/env node
 import { writeFile } from 'node:fs/promises';
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { HELP, parseCliArgs, UsageError, type CliOptions } from './args';
 import { isUrl, LineageInputError, loadTraces } from './load';
-import { buildTree, hasViolation } from './tree';
+import { buildTree, hasViolation, isLate, type LineageTree } from './tree';
 import { renderText } from './text';
 import { renderHtml } from './html';
+import { searchJaeger } from './search';
 
 /** Exit codes: 0 fine, 1 a lateness violation with --fail-on-violation, 2 bad input or usage. */
 export const EXIT_VIOLATION = 1;
 export const EXIT_INPUT = 2;
-
-interface CliOptions {
-  trace?: string;
-  html?: string;
-  failOnViolation?: boolean;
-  timeout: number;
-}
 
 export interface CliIo {
   out: (text: string) => void;
   err: (text: string) => void;
 }
 
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError('expected a positive whole number of ms');
-  return n;
+/** The page is written before anything is printed, so a failure leaves one clean error line. */
+async function writePage(file: string, trees: LineageTree[], title: string): Promise<void> {
+  try {
+    await writeFile(file, renderHtml(trees, title));
+  } catch (err) {
+    throw new LineageInputError(`cannot write ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
 }
 
-function program(io: CliIo): Command {
-  return new Command()
-    .name('deadline-lineage')
-    .description(
-      'Show how one request deadline flowed through a trace: a span tree with each hop\'s cutoff,\n' +
-        'remaining budget and outcome, lateness violations marked, and a summary.',
-    )
-    .argument(
-      '<source>',
-      'a Jaeger API JSON file, an OTLP/JSON file (collector file exporter, JSON lines),\n' +
-        'or a Jaeger query URL such as http://localhost:16686 (needs --trace)',
-    )
-    .option('-t, --trace <id>', 'show only this trace (required with a Jaeger URL)')
-    .option('--html <file>', 'also write a self-contained timeline page to <file>')
-    .option('--fail-on-violation', `exit ${EXIT_VIOLATION} when any span is flagged late (a CI gate)`)
-    .option('--timeout <ms>', 'how long to wait for Jaeger', positiveInt, 10_000)
-    .addHelpText(
-      'after',
-      `\nExit codes: 0 done, ${EXIT_VIOLATION} violation found (with --fail-on-violation), ${EXIT_INPUT} bad input.`,
-    )
-    .configureOutput({ writeOut: io.out, writeErr: io.err })
-    .exitOverride()
-    .showHelpAfterError('(run deadline-lineage --help for usage)');
-}
-
-async function run(source: string, options: CliOptions, io: CliIo): Promise<number> {
-  const traces = await loadTraces(source, { traceId: options.trace, timeoutMs: options.timeout });
+async function showTraces(options: CliOptions, io: CliIo): Promise<number> {
+  const { source } = options;
+  const traces = await loadTraces(source, { traceId: options.trace, timeoutMs: options.timeoutMs });
   const trees = traces.map(buildTree);
-  // The page is written before anything is printed, so a failure leaves one clean error line.
   if (options.html !== undefined) {
-    const title = `Deadline lineage: ${isUrl(source) ? source : source.split('/').pop()}`;
-    try {
-      await writeFile(options.html, renderHtml(trees, title));
-    } catch (err) {
-      throw new LineageInputError(`cannot write ${options.html}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-    }
+    await writePage(options.html, trees, `Deadline lineage: ${isUrl(source) ? source : source.split('/').pop()}`);
   }
   io.out(`${trees.map(renderText).join('\n\n')}\n`);
   if (options.html !== undefined) io.out(`timeline written to ${options.html}\n`);
-  return options.failOnViolation === true && hasViolation(trees) ? EXIT_VIOLATION : 0;
+  return options.failOnViolation && hasViolation(trees) ? EXIT_VIOLATION : 0;
+}
+
+function lookbackText(ms: number): string {
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000]] as const) {
+    if (ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms / 1000}s`;
+}
+
+async function search(options: CliOptions & { service: string }, io: CliIo): Promise<number> {
+  const result = await searchJaeger(options.source, options);
+  const trees = result.traces.map(buildTree);
+  const late = trees.filter((tree) => tree.ordered.some(isLate));
+  const window = `service ${options.service}, last ${lookbackText(options.lookbackMs)}`;
+  const asked = result.queries.map((q) => `${q.tag} (${q.traces})`).join(', ');
+  if (late.length === 0) {
+    io.out(
+      `nothing found: no late spans in ${trees.length} trace${trees.length === 1 ? '' : 's'} ` +
+        `Jaeger at ${result.base} returned (${window}; searched ${asked})\n`,
+    );
+    return 0;
+  }
+  if (options.html !== undefined) await writePage(options.html, late, `Deadline lineage: ${options.service} at ${result.base}`);
+  io.out(`${late.map(renderText).join('\n\n')}\n\n`);
+  const lines = [
+    `search: ${late.length} of ${trees.length} trace${trees.length === 1 ? '' : 's'} with late spans (${window}; searched ${asked})`,
+  ];
+  for (const q of result.queries) {
+    if (q.full) lines.push(`  ${q.tag} returned --limit ${options.limit} traces: older ones may be missing (raise --limit or shorten --lookback)`);
+  }
+  if (options.html !== undefined) lines.push(`timeline written to ${options.html}`);
+  io.out(`${lines.join('\n')}\n`);
+  return options.failOnViolation ? EXIT_VIOLATION : 0;
 }
 
 /** Runs the CLI on `argv` (without node and script) and returns the exit code. */
 export async function main(argv: string[], io: CliIo): Promise<number> {
-  let code = 0;
-  const cli = program(io).action(async (source: string, options: CliOptions) => {
-    code = await run(source, options, io);
-  });
   try {
-    await cli.parseAsync(argv, { from: 'user' });
-    return code;
+    const parsed = parseCliArgs(argv);
+    if (parsed.help) {
+      io.out(HELP);
+      return 0;
+    }
+    const { options } = parsed;
+    if (options.service !== undefined) {
+      if (!isUrl(options.source)) throw new UsageError('--service searches a Jaeger query URL, not a file');
+      return await search({ ...options, service: options.service }, io);
+    }
+    return await showTraces(options, io);
   } catch (err) {
-    if (err instanceof CommanderError) {
-      // Help and version are "errors" to commander; it has already printed them.
-      return err.exitCode === 0 ? 0 : EXIT_INPUT;
+    if (err instanceof UsageError) {
+      io.err(`error: ${err.message}\n(run deadline-lineage --help for usage)\n`);
+      return EXIT_INPUT;
     }
     if (err instanceof LineageInputError) {
       io.err(`deadline-lineage: ${err.message}\n`);

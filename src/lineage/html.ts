@@ -1,4 +1,4 @@
-import { cutoffOffsetMs, summarize, type LineageNode, type LineageTree } from './tree';
+import { cutoffOffsetMs, isLate, lateReasons, summarize, type LineageNode, type LineageTree } from './tree';
 import { renderText, spanLabel } from './text';
 import { isRefused } from './model';
 
@@ -37,7 +37,7 @@ function niceStep(span: number, ticks: number): number {
 }
 
 function colorOf(node: LineageNode): string {
-  if (node.facts.late) return LATE_COLOR;
+  if (isLate(node)) return LATE_COLOR;
   if (!node.facts.present) return NO_DEADLINE_COLOR;
   if (isRefused(node.facts)) return OUTCOME_COLORS.not_started;
   return OUTCOME_COLORS[node.facts.outcome ?? ''] ?? OUTCOME_COLORS.completed;
@@ -60,8 +60,8 @@ function tooltip(tree: LineageTree, node: LineageNode): string {
       `remaining ${fmt(facts.remainingMs)} at start, ${fmt(facts.remainingAtEndMs)} at end`,
       `outcome ${facts.outcome ?? '-'}${facts.abortCode ? ` (${facts.abortCode})` : ''}`,
     );
-    if (facts.late) lines.push(`LATE: ${facts.violations.join(', ') || 'late'}`);
   }
+  if (isLate(node)) lines.push(`LATE: ${lateReasons(node).join(', ')}`);
   return lines.join('\n');
 }
 
@@ -100,7 +100,7 @@ function renderSvg(tree: LineageTree): string {
     // Whole pixels and a visible minimum, so a short span still shows its colour unblended.
     const barX = Math.round(x(start));
     const barW = Math.max(4, Math.round(x(end)) - barX);
-    const late = node.facts.late;
+    const late = isLate(node);
     const classes = ['bar', `outcome-${node.facts.present ? (node.facts.outcome ?? 'unknown') : 'none'}`];
     if (late) classes.push('late');
     const title = `<title>${escapeHtml(tooltip(tree, node))}</title>`;
@@ -172,7 +172,8 @@ function legend(): string {
 export function renderHtml(trees: LineageTree[], title = 'Deadline lineage'): string {
   const sections = trees.map((tree) => {
     const s = summarize(tree);
-    const late = `<span class="${s.late.length > 0 ? 'bad' : ''}">${s.late.length} late</span>`;
+    const remote = s.remoteLate.length > 0 ? ` (${s.remoteLate.length} across processes)` : '';
+    const late = `<span class="${s.late.length + s.remoteLate.length > 0 ? 'bad' : ''}">${s.late.length} late${remote}</span>`;
     return (
       `<section data-trace-id="${escapeHtml(tree.traceId)}"><h2>trace ${escapeHtml(tree.traceId)}</h2>` +
       `<p class="summary">${s.spans} spans: ${late}, ${s.exceeded} exceeded, ${s.aborted} aborted, ${s.refused} refused</p>` +

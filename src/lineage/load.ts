@@ -1,15 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import { groupTraces, sameTraceId, type LineageSpan, type LineageTrace } from './model';
 import { isOtlpRequest, spansFromOtlp } from './otlp';
-import { isJaegerAnswer, isJaegerTrace, spansFromJaeger, type JaegerAnswer } from './jaeger';
+import { isJaegerAnswer, isJaegerTrace, spansFromJaeger } from './jaeger';
+import { firstJaegerError, jaegerBase, jaegerGet } from './jaeger-http';
+import { LineageInputError } from './input-error';
 
-/** A problem with the user's input: printed as one line, never as a stack trace. */
-export class LineageInputError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'LineageInputError';
-  }
-}
+export { LineageInputError };
 
 export interface LoadOptions {
   /** Keep only this trace; an error names the ids present when it is missing. */
@@ -17,9 +13,6 @@ export interface LoadOptions {
   /** For a Jaeger URL: how long to wait for the answer. Default 10 000 ms. */
   timeoutMs?: number;
 }
-
-/** A Jaeger answer larger than this is refused rather than buffered. */
-const MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
 
 export function isUrl(source: string): boolean {
   return /^https?:\/\//i.test(source);
@@ -108,58 +101,26 @@ function spansFromDocument(doc: unknown, name: string): LineageSpan[] {
   );
 }
 
-function describeFetchError(err: unknown): string {
-  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-  if (cause?.code !== undefined) return `${cause.code}${cause.message ? ` (${cause.message})` : ''}`;
-  return cause?.message ?? (err as Error).message ?? String(err);
-}
-
-async function fetchJaeger(base: string, options: LoadOptions): Promise<LineageTrace[]> {
+async function fetchJaeger(source: string, options: LoadOptions): Promise<LineageTrace[]> {
   const { traceId } = options;
   if (traceId === undefined || traceId === '') {
-    throw new LineageInputError('a Jaeger URL needs a trace id: add --trace <id>');
+    throw new LineageInputError('a Jaeger URL needs a trace id (--trace <id>) or a service to search (--service <name>)');
   }
   if (!/^[0-9a-fA-F]{1,32}$/.test(traceId)) {
     throw new LineageInputError(`trace id ${JSON.stringify(traceId)} is not 1 to 32 hex digits`);
   }
-  const url = `${base.replace(/\/+$/, '')}/api/traces/${traceId.toLowerCase()}`;
-  const timeoutMs = options.timeoutMs ?? 10_000;
-  let response: Response;
-  try {
-    response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'application/json' } });
-  } catch (err) {
-    if ((err as Error).name === 'TimeoutError') {
-      throw new LineageInputError(`Jaeger at ${base} did not answer within ${timeoutMs} ms`);
-    }
-    throw new LineageInputError(`cannot reach Jaeger at ${base}: ${describeFetchError(err)}`);
-  }
-  const length = Number(response.headers.get('content-length'));
-  if (length > MAX_RESPONSE_BYTES) {
-    await response.body?.cancel();
-    throw new LineageInputError(`Jaeger's answer from ${url} is too large (${length} bytes)`);
-  }
-  let text: string;
-  try {
-    text = await response.text();
-  } catch (err) {
-    throw new LineageInputError(`reading Jaeger's answer from ${url} failed: ${describeFetchError(err)}`);
-  }
-  let answer: JaegerAnswer | undefined;
-  try {
-    const parsed: unknown = JSON.parse(text);
-    if (isJaegerAnswer(parsed)) answer = parsed;
-  } catch {
-    // Handled below with the status code, which says more than the parse error.
-  }
-  const firstError = answer?.errors?.[0]?.msg;
-  if (response.status === 404 || (answer !== undefined && (answer.data ?? []).length === 0)) {
+  const base = jaegerBase(source);
+  const reply = await jaegerGet(base, `/api/traces/${traceId.toLowerCase()}`, options.timeoutMs ?? 10_000);
+  const { answer } = reply;
+  const firstError = firstJaegerError(reply);
+  if (reply.status === 404 || (answer !== undefined && (answer.data ?? []).length === 0)) {
     throw new LineageInputError(`trace ${traceId} not found at ${base}${firstError ? ` (${firstError})` : ''}`);
   }
-  if (!response.ok) {
-    throw new LineageInputError(`Jaeger at ${base} answered HTTP ${response.status}${firstError ? `: ${firstError}` : ''}`);
+  if (reply.status < 200 || reply.status > 299) {
+    throw new LineageInputError(`Jaeger at ${base} answered HTTP ${reply.status}${firstError ? `: ${firstError}` : ''}`);
   }
   if (answer === undefined) {
-    throw new LineageInputError(`${url} did not return a Jaeger API answer ({"data":[...]})`);
+    throw new LineageInputError(`${reply.url} did not return a Jaeger API answer ({"data":[...]})`);
   }
   return groupTraces(spansFromJaeger(answer));
 }

@@ -1,4 +1,4 @@
-import { cutoffOffsetMs, summarize, type LineageNode, type LineageTree } from './tree';
+import { cutoffOffsetMs, isLate, lateReasons, summarize, type LineageNode, type LineageTree } from './tree';
 
 const MAX_LABEL = 64;
 
@@ -37,10 +37,9 @@ export function spanLabel(node: LineageNode): string {
 
 function outcomeText(node: LineageNode): string {
   const { facts } = node;
-  if (!facts.present) return '(no deadline)';
-  const parts = [facts.outcome ?? '-'];
-  if (facts.abortCode !== undefined) parts.push(printable(facts.abortCode));
-  if (facts.late) parts.push(`✗ LATE ${printable(facts.violations.join(',') || 'late')}`);
+  const parts = facts.present ? [facts.outcome ?? '-'] : ['(no deadline)'];
+  if (facts.present && facts.abortCode !== undefined) parts.push(printable(facts.abortCode));
+  if (isLate(node)) parts.push(`✗ LATE ${printable(lateReasons(node).join(','))}`);
   return parts.join('  ');
 }
 
@@ -98,7 +97,8 @@ export function renderSummary(tree: LineageTree): string {
   const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
   const lines = [
     `summary: ${plural(summary.late.length, 'late child')}`.replace('childs', 'children') +
-      `, ${summary.exceeded} exceeded, ${summary.aborted} aborted, ${summary.refused} refused`,
+      `, ${summary.exceeded} exceeded, ${summary.aborted} aborted, ${summary.refused} refused` +
+      (summary.remoteLate.length > 0 ? `, ${summary.remoteLate.length} late across processes` : ''),
   ];
   for (const node of summary.late) {
     const parent = node.parent;
@@ -107,6 +107,13 @@ export function renderSummary(tree: LineageTree): string {
       `  late: ${spanLabel(node)}: ${printable(node.facts.violations.join(',') || 'late')} ` +
         `(cutoff ${signedMs(cutoffOffsetMs(tree, node))}${theirs})`,
     );
+  }
+  for (const node of summary.remoteLate) {
+    const caller = node.parent === undefined ? '' : ` (caller ${spanLabel(node.parent)})`;
+    for (const { violation, byMs } of node.remote) {
+      const what = violation === 'remote_ended_after_caller' ? 'after its caller ended' : "after the caller's cutoff";
+      lines.push(`  late across processes: ${spanLabel(node)}: ${violation}, ${signedMs(byMs)} ${what}${caller}`);
+    }
   }
   return lines.join('\n');
 }

@@ -1,4 +1,5 @@
 import { deadlineFacts, isRefused, type DeadlineFacts, type LineageSpan, type LineageTrace } from './model';
+import { remoteLateness, type RemoteLateness } from './remote';
 
 export interface LineageNode {
   span: LineageSpan;
@@ -10,6 +11,8 @@ export interface LineageNode {
   last: boolean;
   /** For each ancestor level, whether that ancestor was a last child. */
   ancestorsLast: boolean[];
+  /** Lateness across the process boundary to its parent, which neither process flagged itself. */
+  remote: RemoteLateness[];
 }
 
 export interface LineageTree {
@@ -26,6 +29,8 @@ export interface LineageTree {
 export interface LineageSummary {
   spans: number;
   late: LineageNode[];
+  /** Spans late across a process boundary (see remote.ts); a span can be in both lists. */
+  remoteLate: LineageNode[];
   exceeded: number;
   aborted: number;
   refused: number;
@@ -46,6 +51,7 @@ export function buildTree(trace: LineageTrace): LineageTree {
       children: [],
       last: true,
       ancestorsLast: [],
+      remote: [],
     }),
   );
   const byId = new Map<string, LineageNode>();
@@ -91,6 +97,8 @@ export function buildTree(trace: LineageTrace): LineageTree {
     ordered.push(node);
   }
 
+  for (const node of nodes) node.remote = remoteLateness(node);
+
   const origin = roots.length > 0 ? roots[0] : nodes[0];
   return {
     traceId: trace.traceId,
@@ -102,10 +110,11 @@ export function buildTree(trace: LineageTrace): LineageTree {
 }
 
 export function summarize(tree: LineageTree): LineageSummary {
-  const summary: LineageSummary = { spans: tree.ordered.length, late: [], exceeded: 0, aborted: 0, refused: 0 };
+  const summary: LineageSummary = { spans: tree.ordered.length, late: [], remoteLate: [], exceeded: 0, aborted: 0, refused: 0 };
   for (const node of tree.ordered) {
     const { facts } = node;
     if (facts.late) summary.late.push(node);
+    if (node.remote.length > 0) summary.remoteLate.push(node);
     if (facts.exceeded) summary.exceeded++;
     // Refusals never ran (or stopped before a retry); aborts cut running work short.
     if (isRefused(facts)) summary.refused++;
@@ -119,7 +128,18 @@ export function cutoffOffsetMs(tree: LineageTree, node: LineageNode): number | u
   return node.facts.atMs === undefined ? undefined : node.facts.atMs - tree.originUs / 1000;
 }
 
-/** True when any span of any tree was flagged late by the span processor. */
+/** True when the span processor flagged the span late, or it was late across a process boundary. */
+export function isLate(node: LineageNode): boolean {
+  return node.facts.late || node.remote.length > 0;
+}
+
+/** Every reason a span is late: the processor's violations, then the cross-process ones. */
+export function lateReasons(node: LineageNode): string[] {
+  const own = node.facts.late ? (node.facts.violations.length > 0 ? node.facts.violations : ['late']) : [];
+  return [...own, ...node.remote.map((r) => r.violation)];
+}
+
+/** True when any span of any tree is late (see isLate). */
 export function hasViolation(trees: LineageTree[]): boolean {
-  return trees.some((tree) => tree.ordered.some((node) => node.facts.late));
+  return trees.some((tree) => tree.ordered.some(isLate));
 }

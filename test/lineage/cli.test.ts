@@ -146,7 +146,7 @@ describe('reading from a Jaeger query URL', () => {
   });
 
   it('needs a trace id with a URL', async () => {
-    expectCleanError(await runCli([base]), /^deadline-lineage: a Jaeger URL needs a trace id: add --trace <id>$/m);
+    expectCleanError(await runCli([base]), /^deadline-lineage: a Jaeger URL needs a trace id \(--trace <id>\) or a service to search \(--service <name>\)$/m);
   });
 
   it('reports an unreachable Jaeger in one line', async () => {

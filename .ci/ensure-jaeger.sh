@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds the pinned Jaeger v2 (an OpenTelemetry Collector distribution with the
+# jaeger_query UI/API, memory storage and the spanmetrics connector) from the Go
+# module proxy into a cache outside the repository, and reuses it while the pin
+# in deploy/jaeger/VERSION is unchanged. The module's v1.x tags carry the v2
+# `cmd/jaeger` (v1.76.0 is Jaeger v2.13.0).
+#
+# Prints the binary's path as its last line. Without Go, it fails with a message
+# naming the alternative (docker-compose runs the jaegertracing/jaeger image).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+version=$(tr -d '[:space:]' < deploy/jaeger/VERSION)
+cache_root=${OTEL_DEADLINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/otel-deadline}
+dir="$cache_root/jaeger/$version"
+bin="$dir/jaeger"
+
+if [ -x "$bin" ]; then
+  echo "ensure-jaeger: Jaeger $version already built"
+  echo "$bin"
+  exit 0
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  cat >&2 <<MSG
+ensure-jaeger: Go is not installed, so Jaeger $version cannot be built here.
+  Install Go (1.24 or newer) and run: bash .ci/ensure-jaeger.sh
+  Without Go, run Jaeger and Prometheus from docker-compose.yml instead:
+    docker compose up --build
+MSG
+  exit 1
+fi
+
+echo "ensure-jaeger: building Jaeger $version with $(go version | cut -d' ' -f3) (takes several minutes once)"
+start=$(date +%s)
+tmp="$dir.tmp.$$"
+rm -rf "$tmp"
+mkdir -p "$tmp" "$dir"
+trap 'rm -rf "$tmp"' EXIT
+# `go install pkg@version` refuses this module (its go.mod has a replace
+# directive), so build inside the downloaded module, where go.mod and go.sum
+# apply exactly as upstream's own build uses them.
+src=$(cd "$tmp" && go mod download -json "github.com/jaegertracing/jaeger@$version" |
+  sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+[ -d "$src/cmd/jaeger" ] || { echo "ensure-jaeger: no cmd/jaeger in the module at $version" >&2; exit 1; }
+# -trimpath and -s -w: no local paths, no symbol tables; a smaller binary that
+# links faster. The version flag makes `jaeger version` name the pin.
+(cd "$src" && go build -trimpath \
+  -ldflags="-s -w -X github.com/jaegertracing/jaeger/internal/version.latestVersion=$version" \
+  -o "$tmp/jaeger" ./cmd/jaeger)
+mv "$tmp/jaeger" "$bin.new"
+mv "$bin.new" "$bin"
+echo "ensure-jaeger: built in $(( $(date +%s) - start ))s"
+echo "$bin"

@@ -1,0 +1,77 @@
+import { LineageInputError } from './input-error';
+import { isJaegerAnswer, type JaegerAnswer } from './jaeger';
+
+/** A Jaeger answer larger than this is refused rather than buffered. */
+const MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
+
+export interface JaegerReply {
+  url: string;
+  status: number;
+  /** The parsed body when it has Jaeger's `{"data": ...}` shape. */
+  answer: JaegerAnswer | undefined;
+}
+
+/** The base URL without trailing slashes; anything that is not http(s) with a host is refused. */
+export function jaegerBase(source: string): string {
+  let url: URL;
+  try {
+    url = new URL(source);
+  } catch {
+    throw new LineageInputError(`${source} is not a valid URL`);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
+    throw new LineageInputError(`${source} is not an http(s) URL of a Jaeger query service`);
+  }
+  return source.replace(/\/+$/, '');
+}
+
+function describeFetchError(err: unknown): string {
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  if (cause?.code !== undefined) return `${cause.code}${cause.message ? ` (${cause.message})` : ''}`;
+  return cause?.message ?? (err as Error).message ?? String(err);
+}
+
+/**
+ * GETs one path of Jaeger's query API. Network failures, timeouts and oversized
+ * answers become LineageInputErrors; HTTP statuses are left to the caller,
+ * which knows what a 404 means for its request.
+ */
+export async function jaegerGet(base: string, path: string, timeoutMs: number): Promise<JaegerReply> {
+  const url = `${base}${path}`;
+  let response: Response;
+  try {
+    response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'application/json' } });
+  } catch (err) {
+    if ((err as Error).name === 'TimeoutError') {
+      throw new LineageInputError(`Jaeger at ${base} did not answer within ${timeoutMs} ms`);
+    }
+    throw new LineageInputError(`cannot reach Jaeger at ${base}: ${describeFetchError(err)}`);
+  }
+  const length = Number(response.headers.get('content-length'));
+  if (length > MAX_RESPONSE_BYTES) {
+    await response.body?.cancel();
+    throw new LineageInputError(`Jaeger's answer from ${url} is too large (${length} bytes)`);
+  }
+  let text: string;
+  try {
+    text = await response.text();
+  } catch (err) {
+    if ((err as Error).name === 'TimeoutError') {
+      throw new LineageInputError(`Jaeger at ${base} did not finish its answer within ${timeoutMs} ms`);
+    }
+    throw new LineageInputError(`reading Jaeger's answer from ${url} failed: ${describeFetchError(err)}`);
+  }
+  let answer: JaegerAnswer | undefined;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (isJaegerAnswer(parsed)) answer = parsed;
+  } catch {
+    // The caller reports a missing answer together with the status code, which says more.
+  }
+  return { url, status: response.status, answer };
+}
+
+/** Jaeger's first error message in an answer, if it gave one. */
+export function firstJaegerError(reply: JaegerReply): string | undefined {
+  return reply.answer?.errors?.[0]?.msg;
+}
