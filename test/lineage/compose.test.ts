@@ -37,11 +37,19 @@ describe('docker-compose.yml', () => {
     expect(out.trim().split('\n').sort()).toEqual(['agent', 'gateway', 'jaeger', 'prometheus', 'tools', 'worker']);
   });
 
-  it('runs Jaeger v2 all-in-one with OTLP/HTTP on 4318 and the UI on 16686', () => {
+  it('runs Jaeger v2 all-in-one with OTLP/HTTP on 4318, the UI on 16686 and span metrics on 8889', () => {
     const jaeger = block(config, 'jaeger');
     expect(jaeger).toMatch(/image: jaegertracing\/jaeger:2\.\d+\.\d+/);
     expect(jaeger).toMatch(/- published: 16686\n\s+target: 16686/);
     expect(jaeger).toMatch(/- published: 4318\n\s+target: 4318/);
+    expect(jaeger).toMatch(/- published: 8889\n\s+target: 8889/);
+  });
+
+  it("starts Jaeger with the repository's one Jaeger config, listening beyond loopback", () => {
+    const jaeger = block(config, 'jaeger');
+    expect(jaeger).toContain(`${join(ROOT, 'deploy/jaeger/config.yaml')}:/etc/jaeger/config.yaml:ro`);
+    expect(jaeger).toMatch(/command:\n\s+- --config\n\s+- \/etc\/jaeger\/config\.yaml/);
+    expect(jaeger).toContain('JAEGER_LISTEN_HOST: 0.0.0.0');
   });
 
   it('loads our alert rules into Prometheus', () => {
@@ -79,5 +87,8 @@ describe('deploy/prometheus/prometheus.yml', () => {
     expect(`${out}${err}`).toContain('SUCCESS: 4 rules found');
     expect(code).toBe(0);
     for (const name of DEMO_SERVICES) expect(original).toContain(`targets: ["${name}:8080"]`);
+    // Jaeger's span metrics, on the port deploy/jaeger/config.yaml gives its Prometheus exporter.
+    expect(original).toContain('targets: ["jaeger:8889"]');
+    expect(readFileSync(join(ROOT, 'deploy/jaeger/config.yaml'), 'utf8')).toContain('${env:JAEGER_SPANMETRICS_PORT:-8889}');
   });
 });

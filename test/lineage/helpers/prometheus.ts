@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { freePort } from '../../../scripts/jaeger.mjs';
 import { join } from 'node:path';
 
 /**
@@ -12,14 +12,6 @@ export interface TestPrometheus {
   /** GETs a Prometheus API path and returns its `data`. */
   api<T>(path: string): Promise<T>;
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((ready) => server.listen(0, '127.0.0.1', ready));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((done) => server.close(() => done()));
-  return port;
 }
 
 export async function startPrometheus(options: {
