@@ -97,7 +97,8 @@ describe.skipIf(SKIP_JAEGER)('npm run jaeger, then the demo exporting there', ()
   it('the demo sends its spans there when asked, and prints the lineage read back from Jaeger', async () => {
     const command = /^ {2}(DEMO_OTLP_ENDPOINT=\S+) (DEMO_JAEGER_URL=\S+) npm run demo$/m.exec(stdout);
     expect(command).not.toBeNull();
-    const env: NodeJS.ProcessEnv = { ...process.env };
+    // A roomier budget: this checks where the spans go, not the 1.5 s timings (demo.test.ts does).
+    const env: NodeJS.ProcessEnv = { ...process.env, DEMO_BUDGET_MS: '3000' };
     for (const assignment of command!.slice(1)) {
       const [name, value] = assignment.split('=');
       env[name] = value;
@@ -107,7 +108,7 @@ describe.skipIf(SKIP_JAEGER)('npm run jaeger, then the demo exporting there', ()
     expect(demo.stderr).toBe('');
     expect(demo.code).toBe(0);
     expect(demo.stdout).toContain(`spans go to Jaeger at http://127.0.0.1:${ports.OTLP_HTTP}`);
-    expect(demo.stdout).toMatch(/^trace [0-9a-f]{32} \(19 spans, root budget 1500 ms\)$/m);
+    expect(demo.stdout).toMatch(/^trace [0-9a-f]{32} \(\d+ spans, root budget 3000 ms\)$/m);
     expect(demo.stdout).toMatch(/agent: cache\.refresh .*✗ LATE later_than_parent$/m);
     expect(demo.stdout).toMatch(new RegExp(`^Read from Jaeger: http://127\\.0\\.0\\.1:${ports.QUERY_HTTP}/api/traces/[0-9a-f]{32}$`, 'm'));
   }, 100_000);

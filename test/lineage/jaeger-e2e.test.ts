@@ -169,7 +169,7 @@ describe.skipIf(SKIP_JAEGER).each(['self', 'register'] as const)('the demo expor
     expect(run.stdout).toContain(`trace ${answer.traceId} (`);
     expect(run.stdout).toMatch(/^ +└─ agent: cache\.refresh .*✗ LATE later_than_parent$/m);
     expect(run.stdout).toMatch(
-      /^search: 1 of 1 trace with late spans \(service agent, last 1h; searched deadline\.late=true \(1\), deadline\.outcome=expired \(1\), deadline\.outcome=cancelled \(0\)\)$/m,
+      /^search: 1 of 1 trace with late spans \(service agent, last 1h; searched deadline\.late=true \(1\), deadline\.outcome=expired \(1\), deadline\.outcome=cancelled \([01]\)\)$/m,
     );
     expect(readFileSync(page, 'utf8')).toMatch(/class="bar [^"]*late"/);
     // The gateway's own spans were not late: its tag search finds no trace to show.
@@ -182,20 +182,22 @@ describe.skipIf(SKIP_JAEGER).each(['self', 'register'] as const)('the demo expor
     const api = prometheus!.api.bind(prometheus);
     expect(alertsBefore).toEqual([]);
     // Bounded: 1 s span-metrics flush + 1 s scrape + 1 s evaluation, with room for a loaded machine.
-    const firing = await waitFor('the span-metrics alert to fire', 45_000, async () => {
+    const firing = await waitFor('the span-metrics alert to fire for the late child', 45_000, async () => {
       const { alerts } = await api<{ alerts: Alert[] }>('/api/v1/alerts');
-      return alerts.find((a) => a.labels.alertname === 'DeadlineLateSpanInTraces' && a.state === 'firing');
+      return alerts.find(
+        (a) => a.labels.alertname === 'DeadlineLateSpanInTraces' && a.state === 'firing' && a.labels.span_name === 'cache.refresh',
+      );
     });
-    expect(firing.labels).toMatchObject({
-      service_name: 'agent',
-      span_name: 'cache.refresh',
-      deadline_violation: 'later_than_parent',
-      severity: 'warning',
-    });
+    expect(firing.labels).toMatchObject({ service_name: 'agent', deadline_violation: 'later_than_parent', severity: 'warning' });
+    // Every alert names a span the services flagged late. On a loaded machine that can be more
+    // than the late child (a span ending past its cutoff by more than the processor's grace).
+    const late = new Set(
+      fileSpans.filter((s) => s.attributes['deadline.late'] === true).map((s) => `${s.service} ${s.name} ${s.attributes['deadline.violation']}`),
+    );
     const { alerts } = await api<{ alerts: Alert[] }>('/api/v1/alerts');
-    expect(alerts.filter((a) => a.labels.alertname === 'DeadlineLateSpanInTraces').map((a) => a.labels.span_name)).toEqual([
-      'cache.refresh',
-    ]);
+    for (const alert of alerts.filter((a) => a.labels.alertname === 'DeadlineLateSpanInTraces')) {
+      expect(late).toContain(`${alert.labels.service_name} ${alert.labels.span_name} ${alert.labels.deadline_violation}`);
+    }
     // The only target is Jaeger: no service's own /metrics took part.
     const { activeTargets } = await api<{ activeTargets: Target[] }>('/api/v1/targets');
     expect(activeTargets.map((t) => t.scrapeUrl)).toEqual([jaeger!.urls.spanMetrics]);
