@@ -1,8 +1,10 @@
 // `otel-deadline/lineage`: programmatic access to what the `deadline-lineage` CLI does
-// (load traces, build the deadline tree, render it as text or HTML, receive OTLP).
+// (load traces, search Jaeger, build the deadline tree, render it as text or HTML, receive OTLP).
 export { loadTraces, parseTraceText, pickTrace, LineageInputError, type LoadOptions } from './load';
 export { groupTraces, deadlineFacts, type LineageSpan, type LineageTrace, type DeadlineFacts, type TagValue } from './model';
-export { buildTree, summarize, hasViolation, type LineageNode, type LineageTree, type LineageSummary } from './tree';
+export { buildTree, summarize, hasViolation, isLate, lateReasons, type LineageNode, type LineageTree, type LineageSummary } from './tree';
+export { REMOTE_GRACE_MS, type RemoteLateness, type RemoteViolation } from './remote';
+export { searchJaeger, type SearchOptions, type SearchResult } from './search';
 export { renderText, renderSummary } from './text';
 export { renderHtml } from './html';
 export { spansFromJaeger, type JaegerAnswer } from './jaeger';

@@ -87,7 +87,14 @@ describe.skipIf(SKIP_JAEGER)('deadline-lineage <jaeger-url> --service: search an
   it("respects --limit: Jaeger returns at most that many traces per query, and the output says so", async () => {
     const run = await runCli([query, '--service', 'planner', '--limit', '1']);
     expect(run.code).toBe(0);
-    expect(run.stdout.match(/^trace [0-9a-f]{32} /gm)).toHaveLength(1);
+    const counts = /searched deadline\.late=true \((\d+)\), deadline\.outcome=expired \((\d+)\), deadline\.outcome=cancelled \((\d+)\)/.exec(run.stdout);
+    // Two traces match deadline.outcome=expired; Jaeger returned one. (On a loaded machine the
+    // planner's own spans may also be flagged late and matched by the first query: at most one too.)
+    expect(counts?.slice(1).map(Number)).toEqual([expect.any(Number), 1, 0]);
+    expect(Number(counts![1])).toBeLessThanOrEqual(1);
+    const shown = run.stdout.match(/^trace [0-9a-f]{32} /gm) ?? [];
+    expect(shown.length).toBeGreaterThanOrEqual(1);
+    expect(shown.length).toBeLessThanOrEqual(2);
     expect(run.stdout).toMatch(/^ {2}deadline\.outcome=expired returned --limit 1 traces: older ones may be missing \(raise --limit or shorten --lookback\)$/m);
   });
 
