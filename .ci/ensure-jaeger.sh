@@ -43,12 +43,20 @@ trap 'rm -rf "$tmp"' EXIT
 src=$(cd "$tmp" && go mod download -json "github.com/jaegertracing/jaeger@$version" |
   sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 [ -d "$src/cmd/jaeger" ] || { echo "ensure-jaeger: no cmd/jaeger in the module at $version" >&2; exit 1; }
+# Upstream releases v1.x and v2.x from one tag pair; its changelog names both.
+v2=$(sed -n "s|^$version / \(v2\.[0-9.]*\) .*|\1|p" "$src/CHANGELOG.md" | head -n 1)
+if [ -z "$v2" ]; then
+  echo "ensure-jaeger: the changelog of $version names no Jaeger v2 release; pin a v1.x tag released with a v2.x" >&2
+  exit 1
+fi
+echo "ensure-jaeger: module $version is Jaeger $v2"
 # -trimpath and -s -w: no local paths, no symbol tables; a smaller binary that
 # links faster. The version flag makes `jaeger version` name the pin.
 (cd "$src" && go build -trimpath \
   -ldflags="-s -w -X github.com/jaegertracing/jaeger/internal/version.latestVersion=$version" \
   -o "$tmp/jaeger" ./cmd/jaeger)
-mv "$tmp/jaeger" "$bin.new"
-mv "$bin.new" "$bin"
+# Renamed into place in one step, so a concurrent run sees no half-written binary.
+mv "$tmp/jaeger" "$bin.new.$$"
+mv "$bin.new.$$" "$bin"
 echo "ensure-jaeger: built in $(( $(date +%s) - start ))s"
 echo "$bin"
