@@ -40,8 +40,12 @@ trap 'rm -rf "$tmp"' EXIT
 # `go install pkg@version` refuses this module (its go.mod has a replace
 # directive), so build inside the downloaded module, where go.mod and go.sum
 # apply exactly as upstream's own build uses them.
-src=$(cd "$tmp" && go mod download -json "github.com/jaegertracing/jaeger@$version" |
-  sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+if ! json=$(cd "$tmp" && go mod download -json "github.com/jaegertracing/jaeger@$version" 2>&1); then
+  echo "ensure-jaeger: cannot download github.com/jaegertracing/jaeger@$version:" >&2
+  printf '%s\n' "$json" >&2
+  exit 1
+fi
+src=$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 [ -d "$src/cmd/jaeger" ] || { echo "ensure-jaeger: no cmd/jaeger in the module at $version" >&2; exit 1; }
 # Upstream releases v1.x and v2.x from one tag pair; its changelog names both.
 v2=$(sed -n "s|^$version / \(v2\.[0-9.]*\) .*|\1|p" "$src/CHANGELOG.md" | head -n 1)
@@ -52,9 +56,16 @@ fi
 echo "ensure-jaeger: module $version is Jaeger $v2"
 # -trimpath and -s -w: no local paths, no symbol tables; a smaller binary that
 # links faster. The version flag makes `jaeger version` name the pin.
-(cd "$src" && go build -trimpath \
+# Go names every module it downloads (about 300 here): the log keeps them, the output a count.
+if ! (cd "$src" && go build -trimpath \
   -ldflags="-s -w -X github.com/jaegertracing/jaeger/internal/version.latestVersion=$version" \
-  -o "$tmp/jaeger" ./cmd/jaeger)
+  -o "$tmp/jaeger" ./cmd/jaeger) >"$tmp/build.log" 2>&1; then
+  cat "$tmp/build.log" >&2
+  echo "ensure-jaeger: go build failed" >&2
+  exit 1
+fi
+echo "ensure-jaeger: $(grep -c '^go: downloading' "$tmp/build.log" || true) modules downloaded"
+grep -v '^go: downloading' "$tmp/build.log" || true
 # Renamed into place in one step, so a concurrent run sees no half-written binary.
 mv "$tmp/jaeger" "$bin.new.$$"
 mv "$bin.new.$$" "$bin"

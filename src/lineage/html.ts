@@ -172,7 +172,7 @@ function legend(): string {
 export function renderHtml(trees: LineageTree[], title = 'Deadline lineage'): string {
   const sections = trees.map((tree) => {
     const s = summarize(tree);
-    const remote = s.remoteLate.length > 0 ? ` (${s.remoteLate.length} across processes)` : '';
+    const remote = s.remoteLate.length > 0 ? `, ${s.remoteLate.length} late across processes` : '';
     const late = `<span class="${s.late.length + s.remoteLate.length > 0 ? 'bad' : ''}">${s.late.length} late${remote}</span>`;
     return (
       `<section data-trace-id="${escapeHtml(tree.traceId)}"><h2>trace ${escapeHtml(tree.traceId)}</h2>` +

@@ -38,7 +38,9 @@ describe('lateness across a process boundary', () => {
     expect(text).toMatch(
       /^ {2}late across processes: tools: server 03: remote_ended_after_caller, \+1598 ms after its caller ended \(caller agent: client 02\)$/m,
     );
-    expect(renderHtml([tree])).toMatch(/class="bar [^"]*late" data-span-id="03"/);
+    const page = renderHtml([tree]);
+    expect(page).toMatch(/class="bar [^"]*late" data-span-id="03"/);
+    expect(page).toContain('<span class="bad">0 late, 1 late across processes</span>');
   });
 
   it('a remote child that started after its caller\'s cutoff (it waited in a queue or on the network)', () => {
