@@ -42,15 +42,21 @@ export interface ClientGuardInit {
 }
 
 /**
- * The deadline guard of one gRPC client call. It subscribes to the deadline
- * when the call starts and unsubscribes when the call's status arrives, so it
- * lives exactly as long as the call: past the scope that started it, and no
- * longer. At the cutoff it cancels the call with DEADLINE_EXCEEDED; on a
- * cancellation upstream, with CANCELLED. The status of a call it ended (or
- * that grpc-js ended at the cutoff it was clamped to) carries our error as
- * `cause` and our brand, so the caller's error satisfies `isDeadlineError`.
+ * One gRPC client call under a deadline: it stands between grpc-js's client
+ * layer and the call `Channel#createCall` made, passing everything through,
+ * and is itself the listener that call reports to. (A wrapper, not a patch of
+ * the call object: grpc-js's call objects keep their shape.)
+ *
+ * It subscribes to the deadline when the call starts and unsubscribes when
+ * the call's status arrives, so the guard lives exactly as long as the call:
+ * past the scope that started it, and no longer. At the cutoff it cancels the
+ * call with DEADLINE_EXCEEDED; on a cancellation upstream, with CANCELLED. The
+ * status of a call it ended (or that grpc-js ended at the cutoff it was
+ * clamped to) carries our error as `cause` and our brand, so the caller's
+ * error satisfies `isDeadlineError`.
  */
-export class GrpcClientGuard {
+export class GuardedCall implements ChannelCall, CallListener {
+  private listener: CallListener | undefined;
   private unsubscribe: (() => void) | undefined;
   private ended = false;
   private reason: unknown = NONE;
@@ -61,19 +67,58 @@ export class GrpcClientGuard {
     private readonly init: ClientGuardInit,
   ) {}
 
-  start(originalStart: ChannelCall['start'], metadata: GrpcMetadata, listener: CallListener): void {
+  start(metadata: GrpcMetadata, listener: CallListener): void {
     this.init.inject(metadata);
-    originalStart.call(this.call, metadata, {
-      onReceiveMetadata: (received) => listener.onReceiveMetadata(received),
-      onReceiveMessage: (message) => listener.onReceiveMessage(message),
-      onReceiveStatus: (status) => {
-        this.onStatus(status);
-        listener.onReceiveStatus(status);
-      },
-    });
+    this.listener = listener;
+    this.call.start(metadata, this);
     // After start: a cancel needs a started call. Runs at once if already aborted.
     if (!this.ended) this.unsubscribe = onDeadlineAbort(this.init.deadline, (reason) => this.onAbort(reason));
     if (this.ended) this.detach();
+  }
+
+  onReceiveMetadata(metadata: GrpcMetadata): void {
+    this.listener!.onReceiveMetadata(metadata);
+  }
+
+  onReceiveMessage(message: unknown): void {
+    this.listener!.onReceiveMessage(message);
+  }
+
+  onReceiveStatus(status: GrpcStatus): void {
+    this.onStatus(status);
+    this.listener!.onReceiveStatus(status);
+  }
+
+  cancelWithStatus(code: number, details: string): void {
+    this.call.cancelWithStatus(code, details);
+  }
+
+  getPeer(): string {
+    return this.call.getPeer();
+  }
+
+  sendMessageWithContext(context: unknown, message: Buffer): void {
+    this.call.sendMessageWithContext(context, message);
+  }
+
+  startRead(): void {
+    this.call.startRead();
+  }
+
+  halfClose(): void {
+    this.call.halfClose();
+  }
+
+  getCallNumber(): number {
+    return this.call.getCallNumber();
+  }
+
+  setCredentials(credentials: unknown): void {
+    this.call.setCredentials(credentials);
+  }
+
+  getAuthContext(): unknown {
+    return this.call.getAuthContext?.() ?? null;
   }
 
   /** True once the call may have reached the server: grpc-js reports a peer only once a stream exists. */
@@ -89,7 +134,8 @@ export class GrpcClientGuard {
       return this.detach();
     }
     // A caller's own cancellation reason is kept as the cause of ours, as on HTTP.
-    this.reason = abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.init.operation, reason) : reason;
+    this.reason =
+      abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.init.operation, reason) : reason;
     this.sentAtAbort = this.mayHaveSent();
     const code = abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
     this.call.cancelWithStatus(code, describeAbortReason(this.reason));
@@ -126,5 +172,22 @@ export class GrpcClientGuard {
 
   private record(attributes: Record<string, string | boolean>): void {
     this.init.span?.setAttributes(attributes);
+  }
+}
+
+/**
+ * Methods a grpc-js call has that GuardedCall does not name (a later 1.x
+ * adding one to its call interface) are passed through too, added once from
+ * the first call seen.
+ */
+export function delegateUnknownMethods(call: object): void {
+  const target = GuardedCall.prototype as unknown as Record<string, unknown>;
+  for (let proto = Object.getPrototypeOf(call); proto !== null && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
+    for (const name of Object.getOwnPropertyNames(proto)) {
+      if (name === 'constructor' || name in target || typeof (proto as Record<string, unknown>)[name] !== 'function') continue;
+      target[name] = function (this: { call: Record<string, (...args: unknown[]) => unknown> }, ...args: unknown[]) {
+        return this.call[name](...args);
+      };
+    }
   }
 }

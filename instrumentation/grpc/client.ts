@@ -10,7 +10,7 @@ import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME, HEADER_AT_MS, HEADER_R
 import { refusalFor } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { ATTR_DEADLINE_WOULD_REJECT } from '../names';
-import { GrpcClientGuard } from './client-call';
+import { delegateUnknownMethods, GuardedCall } from './client-call';
 import {
   deadlineEpochMs,
   GRPC_DEADLINE_EXCEEDED,
@@ -25,10 +25,13 @@ import { refusedCall } from './refused-call';
 import { ATTR_RPC_GRPC_STATUS_CODE, coveringSpan, startRpcSpan, withSpan } from './spans';
 import { markStatusWith } from './status-error';
 
-type CreateCall = (this: GrpcChannel, method: string, deadline: GrpcDeadline, ...rest: unknown[]) => ChannelCall;
+type CreateCall = (this: GrpcChannel, method: string, deadline: GrpcDeadline, host: unknown, parentCall: unknown, propagateFlags: unknown) => ChannelCall;
 
 /** Writes our headers from the context's deadline; shared, it holds no per-call state. */
 const propagator = new DeadlinePropagator();
+
+/** Whether delegateUnknownMethods has looked at a grpc-js call yet (once per process). */
+let delegatesChecked = false;
 
 export interface GrpcClientHost extends ClientHost {
   /** False when `grpc: false` was set after the instrumentation was created. */
@@ -42,19 +45,19 @@ export interface GrpcClientHost extends ClientHost {
  * It runs synchronously inside the call method, so the active context is the
  * caller's (or instrumentation-grpc's, holding its client span).
  */
-export function makeCreateCallWrapper(host: GrpcClientHost, Metadata: MetadataConstructor) {
+export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata: MetadataConstructor) {
   return (original: CreateCall): CreateCall =>
-    function createCall(this: GrpcChannel, method, deadline, ...rest) {
+    function createCall(this: GrpcChannel, method, deadline, host, parentCall, propagateFlags) {
       const ctx = context.active();
-      const active = host.grpcEnabled ? getDeadline(ctx) : undefined;
-      if (active === undefined || isTracingSuppressed(ctx)) return original.call(this, method, deadline, ...rest);
-      const { settings, tracer } = host;
+      const active = instrumentation.grpcEnabled ? getDeadline(ctx) : undefined;
+      if (active === undefined || isTracingSuppressed(ctx)) return original.call(this, method, deadline, host, parentCall, propagateFlags);
+      const { settings, tracer } = instrumentation;
       const ignore = settings.ignoreOutgoingRequest;
       if (ignore !== undefined) {
         const info = { transport: 'grpc' as const, method, url: this.getTarget() };
         if (safeExecuteInTheMiddle(() => ignore(info), () => {}, true) === true) {
           // Started without the deadline, so no propagator writes it: as for HTTP.
-          return context.with(withoutDeadline(ctx), () => original.call(this, method, deadline, ...rest));
+          return context.with(withoutDeadline(ctx), () => original.call(this, method, deadline, host, parentCall, propagateFlags));
         }
       }
       const observe = settings.mode === 'observe';
@@ -68,8 +71,12 @@ export function makeCreateCallWrapper(host: GrpcClientHost, Metadata: MetadataCo
       const cutoffEpoch = Date.now() + active.remainingMs();
       // Observe mode changes nothing on the call: its own deadline stays.
       const clampedByUs = !observe && cutoffEpoch < own;
-      const call = original.call(this, method, clampedByUs ? cutoffEpoch : deadline, ...rest);
-      const guard = new GrpcClientGuard(call, {
+      const call = original.call(this, method, clampedByUs ? cutoffEpoch : deadline, host, parentCall, propagateFlags);
+      if (!delegatesChecked) {
+        delegatesChecked = true;
+        delegateUnknownMethods(call);
+      }
+      return new GuardedCall(call, {
         deadline: active,
         operation: `grpc ${method}`,
         observe,
@@ -79,9 +86,6 @@ export function makeCreateCallWrapper(host: GrpcClientHost, Metadata: MetadataCo
         target: this.getTarget(),
         inject: (metadata) => injectDeadline(metadata, ctx, active, covering === undefined ? span : undefined, clampedByUs ? Infinity : own),
       });
-      const originalStart = call.start;
-      call.start = (metadata, listener) => guard.start(originalStart, metadata, listener);
-      return call;
     };
 }
 
@@ -95,7 +99,10 @@ export function makeCreateCallWrapper(host: GrpcClientHost, Metadata: MetadataCo
  */
 function injectDeadline(metadata: GrpcMetadata, ctx: Context, deadline: Deadline, ownSpan: Span | undefined, ownEpoch: number): void {
   if (ownSpan !== undefined) propagation.inject(withSpan(ctx, ownSpan), metadata, METADATA_SETTER);
-  propagator.inject(ctx, metadata, METADATA_SETTER);
+  // instrumentation-grpc has injected through the global propagator from this
+  // same context just before: if that holds ours, our headers are there already.
+  const written = metadata.get(HEADER_AT_MS);
+  if (written.length !== 1 || written[0] !== String(Math.floor(deadline.expiresAtMs))) propagator.inject(ctx, metadata, METADATA_SETTER);
   const nowEpoch = Date.now();
   if (ownEpoch < nowEpoch + deadline.remainingMs()) {
     metadata.set(HEADER_REMAINING_MS, String(Math.max(0, Math.floor(ownEpoch - nowEpoch))));

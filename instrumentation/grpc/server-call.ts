@@ -37,12 +37,20 @@ export interface ServerCallInit {
 export class ServerCallLifecycle {
   private finished = false;
   private errorCode: number | undefined;
+  private readonly streaming: boolean;
+  // Bound once per call; `on` rather than `once`, which would wrap each of them again.
+  private readonly onCancelled = (): void => this.cancelled();
+  private readonly onFinish: (() => void) | undefined;
+  private readonly onError: ((error: unknown) => void) | undefined;
 
   constructor(private readonly init: ServerCallInit) {
     const { call, kind } = init;
-    call.once('cancelled', this.onCancelled);
-    if (kind === 'serverStream' || kind === 'bidi') {
-      call.once('finish', this.onFinish);
+    call.on('cancelled', this.onCancelled);
+    this.streaming = kind === 'serverStream' || kind === 'bidi';
+    if (this.streaming) {
+      this.onFinish = () => this.finish(this.errorCode ?? GRPC_OK);
+      this.onError = (error) => void (this.errorCode ??= statusCodeOf(error));
+      call.on('finish', this.onFinish);
       // errorMonitor: watching errors without counting as their handler.
       call.on(errorMonitor, this.onError);
     }
@@ -62,15 +70,7 @@ export class ServerCallLifecycle {
     this.finish(GRPC_UNKNOWN);
   }
 
-  private readonly onError = (error: unknown): void => {
-    this.errorCode ??= statusCodeOf(error);
-  };
-
-  private readonly onFinish = (): void => {
-    this.finish(this.errorCode ?? GRPC_OK);
-  };
-
-  private readonly onCancelled = (): void => {
+  private cancelled(): void {
     const { call, deadline, span, observe, operation } = this.init;
     if (observe) {
       span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
@@ -92,16 +92,16 @@ export class ServerCallLifecycle {
       [ATTR_DEADLINE_ABORT_REASON]: describeAbortReason(reason),
     });
     this.finish(code === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED);
-  };
+  }
 
   private finish(code: number): void {
     if (this.finished) return;
     this.finished = true;
-    const { call, kind, deadline, span, observe } = this.init;
+    const { call, deadline, span, observe } = this.init;
     call.removeListener('cancelled', this.onCancelled);
-    if (kind === 'serverStream' || kind === 'bidi') {
-      call.removeListener('finish', this.onFinish);
-      call.removeListener(errorMonitor, this.onError);
+    if (this.streaming) {
+      call.removeListener('finish', this.onFinish!);
+      call.removeListener(errorMonitor, this.onError!);
     }
     if (observe && deadline.expired) span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
     deadline.dispose();

@@ -1,13 +1,14 @@
-import { context, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
+import { context, SpanKind, SpanStatusCode, trace, type Context, type Tracer } from '@opentelemetry/api';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
-import { setDeadline, withoutDeadline } from '../../src/context';
+import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
 import { DeadlineNode } from '../../src/deadline';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import type { ResolvedConfig } from '../config';
 import { ATTR_DEADLINE_WOULD_REJECT, HEADER_DEADLINE_EXPIRED } from '../names';
-import { budgetFromWire, rejectionFor, type IncomingBudget, type RejectCode } from '../server/admission';
+import { budgetFromWire, fromExtracted, rejectionFor, type IncomingBudget, type RejectCode } from '../server/admission';
 import type { ServerHost } from '../server/listener';
 import {
+  deadlineEpochMs,
   GRPC_DEADLINE_EXCEEDED,
   handlerKind,
   type HandlerKind,
@@ -74,6 +75,20 @@ function guardHandler(host: GrpcServerHost, Metadata: MetadataConstructor, path:
   };
 }
 
+/**
+ * The deadline instrumentation-grpc's global propagator already read from
+ * this call's metadata (it extracts before running the handler), if it holds
+ * everything: grpc-js keeps `grpc-timeout` out of the metadata, so a node that
+ * ends later than grpc-js's own deadline for the call is not used. Reusing it
+ * saves reading the metadata twice.
+ */
+function extractedFrom(ctx: Context, call: ServerCallLike): DeadlineNode | undefined {
+  const active = getDeadline(ctx);
+  if (!(active instanceof DeadlineNode) || active.source !== 'remote') return undefined;
+  // Whole-ms values on both sides: within 1 ms they describe the same cutoff.
+  return deadlineEpochMs(call.getDeadline()) + 1 < active.expiresAtMs ? undefined : active;
+}
+
 /** Whether to believe this caller's deadline: `trustIncomingGrpc`, else trusted unless `trustIncoming` is set. */
 function trustsCaller(settings: ResolvedConfig, call: ServerCallLike, path: string): boolean {
   const hook = settings.trustIncomingGrpc;
@@ -93,14 +108,19 @@ function runGuarded(
 ): unknown {
   const { settings } = host;
   const ctx = context.active();
-  const budget = budgetFromWire(settings, host.serverPropagator, trustsCaller(settings, call, path), call, SERVER_CALL_GETTER);
+  const covering = coveringSpan(ctx, SpanKind.SERVER);
+  const trusted = trustsCaller(settings, call, path);
+  const extracted = trusted && covering !== undefined ? extractedFrom(ctx, call) : undefined;
+  const budget =
+    extracted !== undefined
+      ? fromExtracted(extracted, settings.maxIncomingMs)
+      : budgetFromWire(settings, host.serverPropagator, trusted, call, SERVER_CALL_GETTER);
   if (budget === undefined) {
     // Ours is authoritative at the trust edge: drop what a global propagator extracted (as on HTTP).
     const cleaned = withoutDeadline(ctx);
     return cleaned === ctx ? handler.call(self, call, callback) : context.with(cleaned, () => handler.call(self, call, callback));
   }
 
-  const covering = coveringSpan(ctx, SpanKind.SERVER);
   const parent = covering === undefined ? callerContext(ctx, call.metadata) : ctx;
   const span = covering ?? startRpcSpan(host.tracer, SpanKind.SERVER, path, parent);
   const observe = settings.mode === 'observe';
@@ -117,7 +137,10 @@ function runGuarded(
     }
   }
 
-  const deadline = new DeadlineNode({
+  // The node the global propagator built from this call's metadata, unless
+  // maxIncomingMs cut it shorter: the handler's context then needs no change.
+  const adopted = extracted !== undefined && budget.cutoffMono === extracted.cutoffMono ? extracted.adoptAs(GRPC_SERVER_OPERATION) : undefined;
+  const deadline = adopted ?? new DeadlineNode({
     operation: GRPC_SERVER_OPERATION,
     cutoffMono: budget.cutoffMono,
     expiresAtMs: budget.expiresAtMs,
@@ -127,7 +150,7 @@ function runGuarded(
   });
   const lifecycle = new ServerCallLifecycle({ call, kind, deadline, operation: GRPC_SERVER_OPERATION, span, ownSpan: covering === undefined, observe });
   const guardedCallback = lifecycle.wrapCallback(callback);
-  const handlerContext = setDeadline(covering === undefined ? trace.setSpan(parent, span) : ctx, deadline);
+  const handlerContext = adopted !== undefined ? ctx : setDeadline(covering === undefined ? trace.setSpan(parent, span) : ctx, deadline);
   // A streaming call's listeners ('data', 'end', 'cancelled') run where grpc-js
   // emits them, outside the handler's context: bound, they see its deadline too.
   if (kind !== 'unary') context.bind(handlerContext, call);

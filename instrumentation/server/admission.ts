@@ -23,7 +23,7 @@ export type RejectCode = 'DEADLINE_EXCEEDED' | 'INSUFFICIENT_BUDGET';
  * `maxIncomingMs`. Reusing its cutoff saves parsing the headers twice, and a
  * relative header read again a moment later would end a moment later.
  */
-function fromExtracted(extracted: DeadlineNode, maxIncomingMs: number | undefined): IncomingBudget {
+export function fromExtracted(extracted: DeadlineNode, maxIncomingMs: number | undefined): IncomingBudget {
   const remainingMs = extracted.remainingMs();
   if (maxIncomingMs !== undefined && remainingMs > maxIncomingMs) {
     return { remainingMs: maxIncomingMs, cutoffMono: monotonicNow() + maxIncomingMs, expiresAtMs: Date.now() + maxIncomingMs, source: 'remote', wireSkewMs: extracted.wireSkewMs };

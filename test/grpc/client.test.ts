@@ -32,6 +32,8 @@ describe.each(KINDS)('%s call under a deadline', (kind) => {
     const deadline = openDeadline({ operation: 'parent', timeoutMs: 5_000, parent: null });
     // The call's own deadline (60 s) is later than the cutoff: the cutoff wins.
     const { error, reply } = await under(deadline, () => callKind(suite.client, kind, 'echo', { deadline: Date.now() + 60_000 }));
+    // The call's guard came off the deadline when its status arrived.
+    expect((deadline as unknown as { subscriberCount: number }).subscriberCount).toBe(0);
     deadline.dispose();
     expect(error).toBeNull();
     // grpc-js on the server adds grpc-timeout to its arrival time: the cutoff (less
@@ -122,6 +124,23 @@ describe.each(KINDS)('%s call under a deadline', (kind) => {
     expect((error as { cause?: unknown }).cause).toBeInstanceOf(DeadlineCancelledError);
     await suite.server.hung[hungBefore].cancelled;
     deadline.dispose();
+  });
+});
+
+describe('observe mode', () => {
+  it('lets a call under an expired deadline go out as it is, and records that it would have been refused', async () => {
+    suite.instrumentation.setConfig({ mode: 'observe' });
+    const deadline = await passedDeadline('parent');
+    const before = suite.server.streams;
+    const { error, reply } = await under(deadline, () => callKind(suite.client, 'Unary', 'echo', { deadline: Date.now() + 60_000 }));
+    deadline.dispose();
+    expect(error).toBeNull();
+    expect(suite.server.streams).toBe(before + 1);
+    // Not clamped: grpc-js sent the call's own 60 s.
+    expect(reply!.grpcDeadline! - reply!.nowEpoch).toBeGreaterThan(50_000);
+    const span = clientSpan('Unary');
+    expect(span.attributes['deadline.would_reject']).toBe(true);
+    expect(span.attributes['deadline.outcome']).not.toBe('not_started');
   });
 });
 

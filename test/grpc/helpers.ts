@@ -59,6 +59,8 @@ export interface EchoServer {
   hung: HungCall[];
   /** What each handler saw the moment it started, before any await: readable even if the call is cut. */
   seen: Report[];
+  /** The server call object of each handler run, to count the listeners left on it. */
+  calls: import('node:events').EventEmitter[];
   close(): Promise<void>;
 }
 
@@ -107,10 +109,12 @@ export async function startEchoServer(grpc: GrpcJs, Echo: import('@grpc/grpc-js'
     runs: { Unary: 0, ClientStream: 0, ServerStream: 0, Bidi: 0 },
     hung: [],
     seen: [],
+    calls: [],
     close: async () => {},
   };
   const answer = (call: ServerCall, text: string, kind: Kind, send: (report: Report) => void) => {
     state.seen.push(snapshot(call));
+    state.calls.push(call as unknown as import('node:events').EventEmitter);
     if (text === 'hang') return hang(state, kind, call);
     void report(call).then(send);
   };

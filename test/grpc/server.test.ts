@@ -1,3 +1,4 @@
+import { errorMonitor } from 'node:events';
 import { SpanKind } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
 import { DeadlineCancelledError } from '../../src';
@@ -125,5 +126,18 @@ describe('client cancellation', () => {
     const span = serverSpan(kind);
     expect(span.attributes['deadline.outcome']).toBe('cancelled');
     expect(span.attributes['deadline.abort.code']).toBe('CANCELLED');
+  });
+});
+
+describe('nothing outlives the call', () => {
+  it.each(KINDS)('%s: the server call object keeps no listener of ours once the call ended', async (kind) => {
+    // Baseline: a call without a deadline is not guarded at all.
+    await callKind(suite.client, kind, 'echo');
+    const plain = suite.server.calls.at(-1)!;
+    await callKind(suite.client, kind, 'echo', { deadline: Date.now() + 10_000 });
+    const guarded = suite.server.calls.at(-1)!;
+    for (const event of ['cancelled', 'finish', 'error', errorMonitor] as const) {
+      expect(guarded.listenerCount(event), String(event)).toBe(plain.listenerCount(event));
+    }
   });
 });

@@ -81,3 +81,21 @@ describe.each(KINDS)('%s', (kind) => {
     expectNoSpansOfOurs();
   });
 });
+
+describe("reusing the deadline instrumentation-grpc's propagator extracted", () => {
+  it('is not done when grpc-timeout, which grpc-js keeps out of the metadata, is earlier', async () => {
+    const metadata = new suite.grpc.Metadata();
+    metadata.set('x-deadline-at-ms', String(Date.now() + 60_000));
+    const { reply } = await callKind(suite.client, 'Unary', 'echo', { deadline: Date.now() + 5_000 }, metadata);
+    // The handler ends with grpc-js's deadline (5 s), to the ms, not at the 60 s in the metadata.
+    expect(Math.abs(reply!.ours!.expiresAtMs - reply!.grpcDeadline!)).toBeLessThanOrEqual(2);
+  });
+
+  it('caps it at maxIncomingMs', async () => {
+    suite.instrumentation.setConfig({ maxIncomingMs: 1_000 });
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 60_000, parent: null });
+    const { reply } = await under(deadline, () => callKind(suite.client, 'Unary', 'echo'));
+    deadline.dispose();
+    expect(reply!.ours!.remainingMs).toBeLessThanOrEqual(1_000);
+  });
+});

@@ -1,0 +1,163 @@
+// npm run bench:grpc — the cost of the deadline plugin on unary gRPC calls.
+//
+// Two child processes each run a grpc-js server and a client calling it over
+// loopback, under the OpenTelemetry Node SDK with instrumentation-grpc on both
+// sides, W3C propagators and a batch span processor with a no-op exporter.
+// "with" adds the deadline propagator, span processor and
+// DeadlineInstrumentation, and makes its calls under an active deadline (60 s,
+// so none is cut): the client clamps, writes the deadline metadata and guards
+// each call, the server admits each call and runs the handler under the
+// deadline. "without" has none of them. Both pass the same `deadline` option
+// (60 s) of their own, as gRPC callers usually do.
+//
+// The parent asks each child in turn for a batch of CALLS calls, CONCURRENCY
+// in flight, in rotating order, and compares calls/s per round: each round
+// runs "with" right next to "without", so a shared machine that slows down for
+// a while slows both sides of a round alike. Bounded: ROUNDS × 2 batches.
+//
+// Prints a Markdown section between <!-- bench:grpc --> markers.
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { cpus } from 'node:os';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { fmt, median } from './stats.mjs';
+
+const require = createRequire(import.meta.url);
+const ROUNDS = Number(process.env.BENCH_GRPC_ROUNDS ?? 12);
+const CALLS = Number(process.env.BENCH_GRPC_CALLS ?? 4_000);
+const CONCURRENCY = 32;
+const WARMUP_CALLS = 4_000;
+const PROTO = fileURLToPath(new URL('../test/grpc/fixtures/echo.proto', import.meta.url));
+
+/** Child: the SDK, a server and a client; runs a batch of calls per IPC message. */
+async function serve(mode) {
+  const withPlugin = mode === 'with';
+  const api = require('@opentelemetry/api');
+  const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = require('@opentelemetry/core');
+  const { NodeSDK } = require('@opentelemetry/sdk-node');
+  const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
+  const { GrpcInstrumentation } = require('@opentelemetry/instrumentation-grpc');
+  const lib = require('../dist/cjs/src/index.js');
+
+  const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
+  const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
+  if (withPlugin) propagators.push(new lib.DeadlinePropagator());
+  const sdk = new NodeSDK({
+    textMapPropagator: new CompositePropagator({ propagators }),
+    spanProcessors: [
+      ...(withPlugin ? [new lib.DeadlineSpanProcessor()] : []),
+      new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: 4_096 }),
+    ],
+    instrumentations: [new GrpcInstrumentation(), ...(withPlugin ? [new lib.DeadlineInstrumentation()] : [])],
+  });
+  sdk.start();
+  // Loaded after the SDK started, so both instrumentations see it.
+  const grpc = require('@grpc/grpc-js');
+  const protoLoader = require('@grpc/proto-loader');
+  const { Echo } = grpc.loadPackageDefinition(protoLoader.loadSync(PROTO, { keepCase: true })).test;
+
+  const server = new grpc.Server();
+  server.addService(Echo.service, { Unary: (call, callback) => callback(null, { text: call.request.text }) });
+  const port = await new Promise((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+  );
+  const client = new Echo(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  const unary = () =>
+    new Promise((resolve, reject) =>
+      client.Unary({ text: 'ping' }, { deadline: Date.now() + 60_000 }, (err) => (err ? reject(err) : resolve())),
+    );
+
+  async function batch(calls) {
+    let started = 0;
+    const worker = async () => {
+      while (started < calls) {
+        started++;
+        await unary();
+      }
+    };
+    const run = () => Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    const cpuBefore = process.cpuUsage();
+    const t0 = performance.now();
+    if (withPlugin) {
+      // The calls of a request that has a deadline: one per batch, never reached.
+      const deadline = lib.openDeadline({ operation: 'batch', timeoutMs: 60_000, parent: null });
+      await api.context.with(lib.setDeadline(api.context.active(), deadline), run);
+      deadline.dispose();
+    } else {
+      await run();
+    }
+    const ms = performance.now() - t0;
+    const cpu = process.cpuUsage(cpuBefore);
+    return { ms, cpuUsPerCall: (cpu.user + cpu.system) / calls };
+  }
+
+  process.on('message', async ({ calls }) => process.send(await batch(calls)));
+  process.once('disconnect', () => {
+    client.close();
+    server.forceShutdown();
+    void sdk.shutdown().finally(() => process.exit(0));
+  });
+  process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
+}
+
+function startChild(mode) {
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--serve', mode], {
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    createInterface({ input: child.stdout }).once('line', () => resolve(child));
+  });
+}
+
+function runBatch(child, calls) {
+  return new Promise((resolve) => {
+    child.once('message', (result) => resolve({ ...result, cps: (calls / result.ms) * 1000 }));
+    child.send({ calls });
+  });
+}
+
+async function drive() {
+  const modes = ['without', 'with'];
+  const children = Object.fromEntries(await Promise.all(modes.map(async (mode) => [mode, await startChild(mode)])));
+  try {
+    for (const mode of modes) await runBatch(children[mode], WARMUP_CALLS);
+    const samples = { with: [], without: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = round % 2 === 0 ? modes : [...modes].reverse();
+      for (const mode of order) samples[mode].push(await runBatch(children[mode], CALLS));
+    }
+    const med = (mode, pick) => median(samples[mode].map(pick));
+    const paired = (pick) => median(samples.with.map((s, round) => pick(s) / pick(samples.without[round])));
+    const throughputRatio = paired((s) => s.cps);
+    const cpuRatio = paired((s) => s.cpuUsPerCall);
+    const lines = [
+      '<!-- bench:grpc -->',
+      '## gRPC unary calls: with vs without the deadline plugin (`npm run bench:grpc`)',
+      '',
+      'A grpc-js client and server in one process, over loopback, under NodeSDK with instrumentation-grpc',
+      `on both sides. "with" adds the deadline propagator, span processor and DeadlineInstrumentation, and calls under`,
+      `an active deadline; both pass a 60 s \`deadline\` option of their own. ${ROUNDS} rounds of ${fmt(CALLS)} calls`,
+      `(${CONCURRENCY} in flight) per mode, in alternating order, after ${fmt(WARMUP_CALLS)} warm-up calls each. The ratios are`,
+      `medians of per-round ratios. Node ${process.version}, ${cpus().length} CPUs.`,
+      '',
+      '| | calls/s | CPU µs / call (client + server) |',
+      '| --- | ---: | ---: |',
+      `| without | ${fmt(med('without', (s) => s.cps))} | ${fmt(med('without', (s) => s.cpuUsPerCall))} |`,
+      `| with | ${fmt(med('with', (s) => s.cps))} | ${fmt(med('with', (s) => s.cpuUsPerCall))} |`,
+      '',
+      `Throughput ratio (with / without): **${fmt(throughputRatio, 3)}** (target ≥ 0.95: ${throughputRatio >= 0.95 ? 'met' : 'NOT met'}).`,
+      `CPU per call, with / without: **${fmt(cpuRatio, 3)}**.`,
+      '',
+      `Per round, calls/s without: ${samples.without.map((s) => fmt(s.cps)).join(', ')}; with: ${samples.with.map((s) => fmt(s.cps)).join(', ')}.`,
+      '<!-- /bench:grpc -->',
+    ];
+    console.log(lines.join('\n'));
+  } finally {
+    for (const child of Object.values(children)) child.disconnect();
+  }
+}
+
+if (process.argv[2] === '--serve') await serve(process.argv[3]);
+else await drive();
