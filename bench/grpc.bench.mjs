@@ -8,23 +8,26 @@
 // so none is cut): the client clamps, writes the deadline metadata and guards
 // each call, the server admits each call and runs the handler under the
 // deadline. "without" has none of them. Both pass the same `deadline` option
-// (60 s) of their own, as gRPC callers usually do.
+// (60 s) of their own, as gRPC callers usually do. A third, "contract", has
+// the propagator and the span processor and calls under a deadline, but no
+// DeadlineInstrumentation: what the deadline contract costs on instrumentation-
+// grpc's own spans and metadata before any gRPC hook of ours runs.
 //
 // The parent asks each child in turn for a batch of CALLS calls, CONCURRENCY
 // in flight, in rotating order, and compares calls/s per round: each round
 // runs "with" right next to "without", so a shared machine that slows down for
-// a while slows both sides of a round alike. Bounded: ROUNDS × 2 batches.
+// a while slows both sides of a round alike. Bounded: ROUNDS × 3 batches.
 //
 // Prints a Markdown section between <!-- bench:grpc --> markers.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { fmt, median } from './stats.mjs';
 
 const require = createRequire(import.meta.url);
-const ROUNDS = Number(process.env.BENCH_GRPC_ROUNDS ?? 12);
+const ROUNDS = Number(process.env.BENCH_GRPC_ROUNDS ?? 10);
 const CALLS = Number(process.env.BENCH_GRPC_CALLS ?? 4_000);
 const CONCURRENCY = 32;
 const WARMUP_CALLS = 4_000;
@@ -33,6 +36,7 @@ const PROTO = fileURLToPath(new URL('../test/grpc/fixtures/echo.proto', import.m
 /** Child: the SDK, a server and a client; runs a batch of calls per IPC message. */
 async function serve(mode) {
   const withPlugin = mode === 'with';
+  const withContract = mode !== 'without';
   const api = require('@opentelemetry/api');
   const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = require('@opentelemetry/core');
   const { NodeSDK } = require('@opentelemetry/sdk-node');
@@ -42,11 +46,11 @@ async function serve(mode) {
 
   const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
   const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
-  if (withPlugin) propagators.push(new lib.DeadlinePropagator());
+  if (withContract) propagators.push(new lib.DeadlinePropagator());
   const sdk = new NodeSDK({
     textMapPropagator: new CompositePropagator({ propagators }),
     spanProcessors: [
-      ...(withPlugin ? [new lib.DeadlineSpanProcessor()] : []),
+      ...(withContract ? [new lib.DeadlineSpanProcessor()] : []),
       new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: 4_096 }),
     ],
     instrumentations: [new GrpcInstrumentation(), ...(withPlugin ? [new lib.DeadlineInstrumentation()] : [])],
@@ -79,7 +83,7 @@ async function serve(mode) {
     const run = () => Promise.all(Array.from({ length: CONCURRENCY }, worker));
     const cpuBefore = process.cpuUsage();
     const t0 = performance.now();
-    if (withPlugin) {
+    if (withContract) {
       // The calls of a request that has a deadline: one per batch, never reached.
       const deadline = lib.openDeadline({ operation: 'batch', timeoutMs: 60_000, parent: null });
       await api.context.with(lib.setDeadline(api.context.active(), deadline), run);
@@ -119,38 +123,44 @@ function runBatch(child, calls) {
 }
 
 async function drive() {
-  const modes = ['without', 'with'];
+  const modes = ['without', 'with', 'contract'];
   const children = Object.fromEntries(await Promise.all(modes.map(async (mode) => [mode, await startChild(mode)])));
   try {
     for (const mode of modes) await runBatch(children[mode], WARMUP_CALLS);
-    const samples = { with: [], without: [] };
+    const samples = { with: [], without: [], contract: [] };
     for (let round = 0; round < ROUNDS; round++) {
-      const order = round % 2 === 0 ? modes : [...modes].reverse();
+      // Rotate which goes first, so drift in machine load hits every mode alike.
+      const order = modes.map((_, k) => modes[(k + round) % modes.length]);
       for (const mode of order) samples[mode].push(await runBatch(children[mode], CALLS));
     }
     const med = (mode, pick) => median(samples[mode].map(pick));
-    const paired = (pick) => median(samples.with.map((s, round) => pick(s) / pick(samples.without[round])));
+    const paired = (pick, mode = 'with') => median(samples[mode].map((s, round) => pick(s) / pick(samples.without[round])));
     const throughputRatio = paired((s) => s.cps);
     const cpuRatio = paired((s) => s.cpuUsPerCall);
+    const contractRatios = { cps: paired((s) => s.cps, 'contract'), cpu: paired((s) => s.cpuUsPerCall, 'contract') };
     const lines = [
       '<!-- bench:grpc -->',
       '## gRPC unary calls: with vs without the deadline plugin (`npm run bench:grpc`)',
       '',
       'A grpc-js client and server in one process, over loopback, under NodeSDK with instrumentation-grpc',
       `on both sides. "with" adds the deadline propagator, span processor and DeadlineInstrumentation, and calls under`,
-      `an active deadline; both pass a 60 s \`deadline\` option of their own. ${ROUNDS} rounds of ${fmt(CALLS)} calls`,
-      `(${CONCURRENCY} in flight) per mode, in alternating order, after ${fmt(WARMUP_CALLS)} warm-up calls each. The ratios are`,
-      `medians of per-round ratios. Node ${process.version}, ${cpus().length} CPUs.`,
+      `an active deadline; all pass a 60 s \`deadline\` option of their own. "contract" has the propagator and processor,`,
+      'calls under a deadline, but no DeadlineInstrumentation: the cost of the deadline contract on instrumentation-grpc\'s',
+      `spans and metadata alone. ${ROUNDS} rounds of ${fmt(CALLS)} calls (${CONCURRENCY} in flight) per mode, in rotating order,`,
+      `after ${fmt(WARMUP_CALLS)} warm-up calls each. The ratios are medians of per-round ratios (each mode over without,`,
+      `run back to back). Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0].toFixed(1)} at the start.`,
       '',
       '| | calls/s | CPU µs / call (client + server) |',
       '| --- | ---: | ---: |',
       `| without | ${fmt(med('without', (s) => s.cps))} | ${fmt(med('without', (s) => s.cpuUsPerCall))} |`,
       `| with | ${fmt(med('with', (s) => s.cps))} | ${fmt(med('with', (s) => s.cpuUsPerCall))} |`,
+      `| contract only (no DeadlineInstrumentation) | ${fmt(med('contract', (s) => s.cps))} | ${fmt(med('contract', (s) => s.cpuUsPerCall))} |`,
       '',
       `Throughput ratio (with / without): **${fmt(throughputRatio, 3)}** (target ≥ 0.95: ${throughputRatio >= 0.95 ? 'met' : 'NOT met'}).`,
       `CPU per call, with / without: **${fmt(cpuRatio, 3)}**.`,
+      `Contract only over without: throughput **${fmt(contractRatios.cps, 3)}**, CPU per call **${fmt(contractRatios.cpu, 3)}**.`,
       '',
-      `Per round, calls/s without: ${samples.without.map((s) => fmt(s.cps)).join(', ')}; with: ${samples.with.map((s) => fmt(s.cps)).join(', ')}.`,
+      `Per round, calls/s without: ${samples.without.map((s) => fmt(s.cps)).join(', ')}; with: ${samples.with.map((s) => fmt(s.cps)).join(', ')}; contract: ${samples.contract.map((s) => fmt(s.cps)).join(', ')}.`,
       '<!-- /bench:grpc -->',
     ];
     console.log(lines.join('\n'));

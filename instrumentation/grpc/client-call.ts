@@ -8,6 +8,7 @@ import {
   GRPC_DEADLINE_EXCEEDED,
   type CallListener,
   type ChannelCall,
+  type GrpcChannel,
   type GrpcMetadata,
   type GrpcStatus,
 } from './grpc-types';
@@ -26,8 +27,8 @@ const NONE: unique symbol = Symbol('not aborted by us');
 
 export interface ClientGuardInit {
   deadline: Deadline;
-  /** `grpc /package.Service/Method`: the operation named by the errors this guard makes. */
-  operation: string;
+  /** `/package.Service/Method`. */
+  method: string;
   observe: boolean;
   /** True when the call's `deadline` was set to our cutoff (its own was later or absent). */
   clampedByUs: boolean;
@@ -35,8 +36,8 @@ export interface ClientGuardInit {
   span: Span | undefined;
   /** True when `span` is ours to end. */
   ownSpan: boolean;
-  /** The channel's target: what getPeer() says while no stream is open. */
-  target: string;
+  /** The channel the call was made on: its target is what getPeer() says while no stream is open. */
+  channel: GrpcChannel;
   /** Writes the deadline metadata into the call's outgoing metadata. */
   inject(metadata: GrpcMetadata): void;
 }
@@ -121,10 +122,15 @@ export class GuardedCall implements ChannelCall, CallListener {
     return this.call.getAuthContext?.() ?? null;
   }
 
+  /** The operation named by the errors this guard makes (built only when one is). */
+  private get operation(): string {
+    return `grpc ${this.init.method}`;
+  }
+
   /** True once the call may have reached the server: grpc-js reports a peer only once a stream exists. */
   private mayHaveSent(): boolean {
     const peer = this.call.getPeer();
-    return peer !== this.init.target && peer !== 'unknown';
+    return peer !== this.init.channel.getTarget() && peer !== 'unknown';
   }
 
   private onAbort(reason: unknown): void {
@@ -135,7 +141,7 @@ export class GuardedCall implements ChannelCall, CallListener {
     }
     // A caller's own cancellation reason is kept as the cause of ours, as on HTTP.
     this.reason =
-      abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.init.operation, reason) : reason;
+      abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.operation, reason) : reason;
     this.sentAtAbort = this.mayHaveSent();
     const code = abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
     this.call.cancelWithStatus(code, describeAbortReason(this.reason));
@@ -150,7 +156,7 @@ export class GuardedCall implements ChannelCall, CallListener {
     let sent = this.sentAtAbort;
     if (reason === NONE && !observe && this.init.clampedByUs && status.code === GRPC_DEADLINE_EXCEEDED && deadline.remainingMs() <= OWN_TIMER_SLACK_MS) {
       const abortReason = deadline.aborted ? deadline.abortReason : undefined;
-      reason = abortCodeOf(abortReason) === 'DEADLINE_EXCEEDED' ? abortReason : new DeadlineExceededError(this.init.operation, deadline.expiresAtMs);
+      reason = abortCodeOf(abortReason) === 'DEADLINE_EXCEEDED' ? abortReason : new DeadlineExceededError(this.operation, deadline.expiresAtMs);
       sent = this.mayHaveSent();
     }
     if (reason !== NONE && (status.code === GRPC_DEADLINE_EXCEEDED || status.code === GRPC_CANCELLED)) {

@@ -63,12 +63,15 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
       const observe = settings.mode === 'observe';
       const covering = coveringSpan(ctx, SpanKind.CLIENT);
       const span = covering ?? startRpcSpan(tracer, SpanKind.CLIENT, method, ctx);
-      const refusal = refusalFor(active, `grpc ${method}`, settings.minUsefulMs);
+      const remaining = active.remainingMs();
+      // The refusal's error (and its operation name) is built only for a call that is refused.
+      const refuseIt = active.aborted || remaining <= 0 || remaining < settings.minUsefulMs;
+      const refusal = refuseIt ? refusalFor(active, `grpc ${method}`, settings.minUsefulMs) : undefined;
       if (refusal !== undefined && !observe) return refuse(this, refusal, span, covering === undefined, Metadata);
       if (refusal !== undefined) span.setAttribute(ATTR_DEADLINE_WOULD_REJECT, true);
 
       const own = deadlineEpochMs(deadline);
-      const cutoffEpoch = Date.now() + active.remainingMs();
+      const cutoffEpoch = Date.now() + remaining;
       // Observe mode changes nothing on the call: its own deadline stays.
       const clampedByUs = !observe && cutoffEpoch < own;
       const call = original.call(this, method, clampedByUs ? cutoffEpoch : deadline, host, parentCall, propagateFlags);
@@ -78,12 +81,12 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
       }
       return new GuardedCall(call, {
         deadline: active,
-        operation: `grpc ${method}`,
+        method,
         observe,
         clampedByUs,
         span,
         ownSpan: covering === undefined,
-        target: this.getTarget(),
+        channel: this,
         inject: (metadata) => injectDeadline(metadata, ctx, active, covering === undefined ? span : undefined, clampedByUs ? Infinity : own),
       });
     };

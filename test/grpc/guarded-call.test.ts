@@ -18,12 +18,12 @@ describe('GuardedCall', () => {
     const deadline = openDeadline({ operation: 'parent', timeoutMs: 10_000, parent: null });
     const guarded = new GuardedCall(call as never, {
       deadline,
-      operation: 'grpc /a.B/C',
+      method: '/a.B/C',
       observe: false,
       clampedByUs: false,
       span: undefined,
       ownSpan: false,
-      target: 'target',
+      channel: { getTarget: () => 'target' },
       inject: () => {},
     }) as unknown as FutureCall;
     expect('getDeadlineInfo' in guarded).toBe(false);
