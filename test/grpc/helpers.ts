@@ -2,7 +2,7 @@ import http2 from 'node:http2';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
-import { afterAll, afterEach, beforeAll } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { DeadlineInstrumentation, getDeadline } from '../../src';
 import { installOtel } from '../helpers/otel';
 
@@ -246,4 +246,16 @@ export function useEchoSuite(others: () => import('@opentelemetry/instrumentatio
     suite.otel.exporter.reset();
   });
   return suite;
+}
+
+/**
+ * The handler's deadline, read back from the deadline grpc-js computed on
+ * arrival: never earlier (whole ms on both sides), and later only by the
+ * time between the two clock readings that turn grpc-js's deadline into time
+ * left and back (normally 0 ms; 1 s bounds a process descheduled in between
+ * on a loaded machine), plus `roundingMs` of grpc-timeout's unit.
+ */
+export function expectFollowsGrpcDeadline(oursExpiresAtMs: number, grpcDeadline: number, roundingMs = 0): void {
+  expect(oursExpiresAtMs - grpcDeadline).toBeGreaterThanOrEqual(-1);
+  expect(oursExpiresAtMs - grpcDeadline).toBeLessThan(1_000 + roundingMs);
 }
