@@ -3,6 +3,7 @@ import { openDeadlineUnder, type Deadline, type DeadlineOptions, type ManagedDea
 import { getDeadline, setDeadline } from './context';
 import { abortCodeOf, isDeadlineError } from './errors';
 import { ATTR_DEADLINE_OUTCOME } from './attributes';
+import { checkContextManager } from './context-check';
 
 export const TRACER_NAME = 'otel-deadline';
 
@@ -36,6 +37,7 @@ export function endRefusedSpan(span: Span, err: unknown): void {
  */
 export async function withDeadline<T>(options: DeadlineOptions, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
   if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+  checkContextManager();
   const tracer = trace.getTracer(TRACER_NAME);
   const outer = context.active();
   let deadline: ManagedDeadline;

@@ -1,6 +1,6 @@
 import type { Deadline } from '../../src/deadline';
 import { DeadlineExceededError, InsufficientBudgetError } from '../../src/errors';
-import { MAX_TIMER_DELAY_MS } from '../../src/time';
+import { MAX_DEADLINE_MS } from '../../src/time';
 import type { ResolvedConfig } from '../config';
 import type { ReplyInfo } from '../types';
 
@@ -83,7 +83,7 @@ export function claimsEarlyReject(settings: ResolvedConfig, info: ReplyInfo, mar
 }
 
 function boundedMs(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= MAX_TIMER_DELAY_MS ? value : undefined;
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= MAX_DEADLINE_MS ? value : undefined;
 }
 
 /** The claim of a well-formed early-reject body, or undefined for anything else. Never throws. */

@@ -10,6 +10,7 @@ import {
   InsufficientBudgetError,
 } from '../errors';
 import { endRefusedSpan, isRefusal, TRACER_NAME } from '../open';
+import { checkContextManager } from '../context-check';
 import { checkDuration } from '../time';
 import {
   ATTR_DEADLINE_ABORT_CODE,
@@ -177,6 +178,7 @@ export async function retryWithinDeadline<T>(
   options: RetryOptions = {},
 ): Promise<T> {
   if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+  checkContextManager();
   const plan = checkPlan(options);
   const parent = options.deadline === undefined ? getDeadline() : (options.deadline ?? undefined);
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');

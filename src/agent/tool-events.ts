@@ -3,6 +3,7 @@ import { getDeadline, setDeadline } from '../context';
 import type { Deadline, ManagedDeadline } from '../deadline';
 import { abortCodeOf, describeAbortReason } from '../errors';
 import { endRefusedSpan, isRefusal, openDeadline, TRACER_NAME } from '../open';
+import { checkContextManager } from '../context-check';
 import { checkDuration } from '../time';
 import {
   ATTR_DEADLINE_ABORT_CODE,
@@ -134,6 +135,7 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
   if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
   if (typeof fn !== 'function') throw new TypeError('fn must be a function');
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  checkContextManager();
   const attempt = options.attempt ?? 1;
   if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be an integer ≥ 1, got ${String(attempt)}`);
   const minUsefulMs = options.minUsefulMs === undefined ? 0 : checkDuration('minUsefulMs', options.minUsefulMs);
