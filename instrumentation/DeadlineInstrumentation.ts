@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { context, type Span } from '@opentelemetry/api';
 import { InstrumentationBase, InstrumentationNodeModuleDefinition } from '@opentelemetry/instrumentation';
 import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
+import { onSpanStartedUnderDeadline } from '../src/processor/started-spans';
 import { resolveConfig, type ResolvedConfig } from './config';
 import { CALL_KEY, type OutgoingCall } from './client/call';
 import { subscribeUndiciChannels } from './client/channels';
@@ -12,7 +13,7 @@ import { makeFetchWrapper } from './client/fetch';
 import { makeHttpWrapper } from './client/http';
 import { makeUndiciWrapper } from './client/undici';
 import type { ClientHost } from './client/host';
-import { DatabaseDrivers } from './db/modules';
+import { DatabaseDrivers, MYSQL2_INSTRUMENTATION_SCOPE } from './db/modules';
 import { GRPC_JS_VERSIONS, patchGrpcJs } from './grpc/patch';
 import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './names';
 import { patchServerPrototype } from './server/patch';
@@ -53,6 +54,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   declare private patches: MethodPatch[] | undefined;
   declare private undiciPatches: Map<object, MethodPatch[]> | undefined;
   declare private unsubscribeChannels: (() => void) | undefined;
+  declare private unsubscribeMysqlSpans: (() => void) | undefined;
   declare private drivers: DatabaseDrivers;
   declare private grpcPatches: Map<object, MethodPatch[]> | undefined;
 
@@ -161,6 +163,8 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     }
     this.patches = patches;
     this.unsubscribeChannels = subscribeUndiciChannels(() => this.resolved);
+    // instrumentation-mysql2 has no requestHook: its spans reach us through DeadlineSpanProcessor.
+    this.unsubscribeMysqlSpans = onSpanStartedUnderDeadline(MYSQL2_INSTRUMENTATION_SCOPE, this.drivers.slots.mysql2.hook);
     this.patchLoadedUndici();
   }
 
@@ -172,6 +176,8 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     syncBuiltinESMExports();
     this.unsubscribeChannels?.();
     this.unsubscribeChannels = undefined;
+    this.unsubscribeMysqlSpans?.();
+    this.unsubscribeMysqlSpans = undefined;
   }
 
   /** undici may have been required before we were enabled; the module hook only sees later loads. */

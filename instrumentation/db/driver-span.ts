@@ -1,4 +1,6 @@
-import type { Span } from '@opentelemetry/api';
+import { context, type Span } from '@opentelemetry/api';
+import { isTracingSuppressed } from '@opentelemetry/core';
+import { getDeadline } from '../../src/context';
 import { isOwnWrapper, isShimmerWrapper } from '../wrap';
 import type { DbStatement } from './statement';
 
@@ -11,6 +13,10 @@ import type { DbStatement } from './statement';
  * - registered before us, its wrapper runs inside ours and calls the hook
  *   while our statement is `dispatching`.
  * Both are synchronous steps of one driver call, so one slot per driver is enough.
+ * A span announced outside a statement of ours while no deadline is active
+ * (or tracing is suppressed) is ignored: our wrapper will not guard that call,
+ * and when the driver instrumentation runs below us the span would otherwise
+ * wait in `pending` and be taken by the next guarded call.
  */
 export class DriverSpanSlot {
   private dispatching: DbStatement | undefined;
@@ -18,8 +24,9 @@ export class DriverSpanSlot {
 
   /** The `requestHook` to give the driver instrumentation. */
   readonly hook = (span: Span): void => {
-    if (this.dispatching !== undefined) this.dispatching.adoptSpan(span);
-    else this.pending = span;
+    if (this.dispatching !== undefined) return this.dispatching.adoptSpan(span);
+    const ctx = context.active();
+    if (getDeadline(ctx) !== undefined && !isTracingSuppressed(ctx)) this.pending = span;
   };
 
   /** The span an outer instrumentation announced for the call now entering our wrapper. */

@@ -65,7 +65,9 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       if (refusal !== undefined) {
         if (!observe) {
           statement.refuse(refusal);
-          command.reject(refusal);
+          // On the next tick: an instrumentation-ioredis wrapped on top of us patches
+          // `command.reject` once we return, and ends its span only through it.
+          process.nextTick(() => command.reject(refusal));
           return command.promise;
         }
         statement.markWouldReject();

@@ -1,21 +1,43 @@
-import { InstrumentationNodeModuleDefinition } from '@opentelemetry/instrumentation';
+import { InstrumentationNodeModuleDefinition, InstrumentationNodeModuleFile } from '@opentelemetry/instrumentation';
 import type { ClientHost } from '../client/host';
 import type { MethodPatch } from '../wrap';
 import { DriverSpanSlot } from './driver-span';
 import type { DbDriver } from './begin';
 import { patchIoredis } from './ioredis';
-import { patchMysql2 } from './mysql2';
-import { patchPg } from './pg';
+import { patchMysql2, patchMysql2Connection, patchMysql2Pool } from './mysql2';
+import { patchPg, patchPgClientFile } from './pg';
 
 type Exports = Record<string, unknown>;
 type Patcher = (exports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean) => MethodPatch[];
 
-/** The database drivers, the versions covered and the module names the ESM loader hook must include. */
-const DRIVERS: readonly { name: DbDriver; versions: string[]; patch: Patcher }[] = [
-  { name: 'pg', versions: ['>=8.0.0 <9'], patch: patchPg },
-  { name: 'mysql2', versions: ['>=3.0.0 <4'], patch: patchMysql2 },
+/** A file inside a driver's package whose exports are patched when it is loaded. */
+interface DriverFile {
+  path: string;
+  patch: Patcher;
+}
+
+/**
+ * The database drivers, the versions covered and the module names the ESM
+ * loader hook must include. Some files inside a driver are hooked too, at
+ * the moment the OTel driver instrumentations patch them (see pg.ts), and
+ * because `mysql2/promise` loads mysql2's classes without its main module.
+ */
+const DRIVERS: readonly { name: DbDriver; versions: string[]; patch: Patcher; files?: DriverFile[] }[] = [
+  { name: 'pg', versions: ['>=8.0.0 <9'], patch: patchPg, files: [{ path: 'pg/lib/client.js', patch: patchPgClientFile }] },
+  {
+    name: 'mysql2',
+    versions: ['>=3.0.0 <4'],
+    patch: patchMysql2,
+    files: [
+      { path: 'mysql2/lib/connection.js', patch: patchMysql2Connection },
+      { path: 'mysql2/lib/pool.js', patch: (Pool, host, _slot, owner, isActive) => patchMysql2Pool(Pool, host, owner, isActive) },
+    ],
+  },
   { name: 'ioredis', versions: ['>=5.0.0 <7'], patch: patchIoredis },
 ];
+
+/** The instrumentation scope of @opentelemetry/instrumentation-mysql2's spans. */
+export const MYSQL2_INSTRUMENTATION_SCOPE = '@opentelemetry/instrumentation-mysql2';
 
 export const DATABASE_MODULES: readonly string[] = DRIVERS.map((driver) => driver.name);
 
@@ -35,21 +57,24 @@ export class DatabaseDrivers {
   ) {}
 
   definitions(enabled: (driver: DbDriver) => boolean): InstrumentationNodeModuleDefinition[] {
-    return DRIVERS.filter((driver) => enabled(driver.name)).map(
-      (driver) =>
-        new InstrumentationNodeModuleDefinition(
-          driver.name,
-          driver.versions,
-          (exports: Exports) => {
-            if (!this.patches.has(exports)) this.patches.set(exports, driver.patch(exports, this.host, this.slots[driver.name], this.owner, this.isActive));
-            return exports;
-          },
-          (exports: Exports | undefined) => {
-            if (exports === undefined) return;
-            for (const patch of this.patches.get(exports) ?? []) patch.restore();
-            this.patches.delete(exports);
-          },
-        ),
-    );
+    const unpatch = (exports: Exports | undefined) => this.unpatch(exports);
+    return DRIVERS.filter((driver) => enabled(driver.name)).map((driver) => {
+      const slot = this.slots[driver.name];
+      const files = (driver.files ?? []).map(
+        (file) => new InstrumentationNodeModuleFile(file.path, driver.versions, (exports: Exports) => this.patchOnce(exports, file.patch, slot), unpatch),
+      );
+      return new InstrumentationNodeModuleDefinition(driver.name, driver.versions, (exports: Exports) => this.patchOnce(exports, driver.patch, slot), unpatch, files);
+    });
+  }
+
+  private patchOnce(exports: Exports, patcher: Patcher, slot: DriverSpanSlot): Exports {
+    if (!this.patches.has(exports)) this.patches.set(exports, patcher(exports, this.host, slot, this.owner, this.isActive));
+    return exports;
+  }
+
+  private unpatch(exports: Exports | undefined): void {
+    if (exports === undefined) return;
+    for (const patch of this.patches.get(exports) ?? []) patch.restore();
+    this.patches.delete(exports);
   }
 }

@@ -23,6 +23,7 @@ const OPERATION = 'mysql2.query';
 
 interface MysqlCommand {
   sql?: unknown;
+  emit?: (event: string) => unknown;
   onResult?: unknown;
   next?: unknown;
   start?: unknown;
@@ -54,21 +55,48 @@ function mysqlSpanShape(connection: MysqlConnection, command: string | undefined
   return { name: command ?? 'mysql', attributes };
 }
 
-/** The patches for one loaded `mysql2`: query and execute on every connection, and the pool's wait for one. */
+/** The patches for one loaded `mysql2` (its main module): query and execute on every connection, and the pool's wait for one. */
 export function patchMysql2(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const exports = (moduleExports.Connection === undefined && typeof moduleExports.default === 'object' ? moduleExports.default : moduleExports) as Exports;
-  const Connection = exports.Connection as (new (opts: { config: unknown }) => never) | undefined;
+  return [...patchMysql2Connection(exports.Connection, host, slot, owner, isActive), ...patchMysql2Pool(exports.Pool, host, owner, isActive)];
+}
+
+/**
+ * `query` and `execute` of mysql2's Connection class (lib/connection.js; pool
+ * connections inherit them). Hooked as a file too: `mysql2/promise` never
+ * loads the main module, so an app that only imports it is covered this way.
+ */
+export function patchMysql2Connection(Connection: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const connection = (Connection as { prototype?: Exports } | undefined)?.prototype;
-  const pool = (exports.Pool as { prototype?: Exports } | undefined)?.prototype;
-  if (Connection === undefined || connection === undefined) return [];
-  const killer = new MysqlKiller(Connection);
+  if (typeof Connection !== 'function' || connection === undefined) return [];
+  const killer = new MysqlKiller(Connection as new (opts: { config: unknown }) => never);
   const patches: MethodPatch[] = [];
-  const add = (patch: MethodPatch | undefined) => patch !== undefined && patches.push(patch);
   for (const method of ['query', 'execute']) {
-    add(wrapMethod(connection, method, owner, isActive, makeStatementWrapper(host, slot, owner, killer, method)));
+    const patch = wrapMethod(definerOf(connection, method), method, owner, isActive, makeStatementWrapper(host, slot, owner, killer, method));
+    if (patch !== undefined) patches.push(patch);
   }
-  if (pool !== undefined) add(wrapMethod(pool, 'getConnection', owner, isActive, makeGetConnectionWrapper(host)));
   return patches;
+}
+
+/**
+ * The prototype in the chain that defines `name` (mysql2 3.11.5+ moved the
+ * methods to a base class). Wrapping it there, where instrumentation-mysql2
+ * wraps too, chains the two wrappers; a wrapper on the subclass would call
+ * the base method it saw at patch time and skip one wrapped on it later.
+ */
+function definerOf(proto: Exports, name: string): Exports {
+  for (let current: Exports | null = proto; current !== null && current !== Object.prototype; current = Object.getPrototypeOf(current) as Exports | null) {
+    if (Object.prototype.hasOwnProperty.call(current, name)) return current;
+  }
+  return proto;
+}
+
+/** Pool#getConnection of mysql2's Pool class (lib/pool.js), hooked as a file for the same reason. */
+export function patchMysql2Pool(Pool: unknown, host: ClientHost, owner: object, isActive: () => boolean): MethodPatch[] {
+  const pool = (Pool as { prototype?: Exports } | undefined)?.prototype;
+  if (typeof Pool !== 'function' || pool === undefined) return [];
+  const patch = wrapMethod(definerOf(pool, 'getConnection'), 'getConnection', owner, isActive, makeGetConnectionWrapper(host));
+  return patch === undefined ? [] : [patch];
 }
 
 function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, killer: MysqlKiller, method: string) {
@@ -112,9 +140,13 @@ function guarded(
   if (refusal !== undefined && !observe) {
     statement.refuse(refusal);
     if (callback === undefined) return original.apply(connection, args); // event-emitter use: not covered, documented
-    if (command !== undefined) command.start = () => null; // Pool#query's command: ends without being sent
-    process.nextTick(deliver, callback, refusal);
-    return command !== undefined ? original.apply(connection, args) : undefined;
+    process.nextTick(() => {
+      deliver(callback, refusal);
+      // Pool#query's command: its pool connection is released on 'end'. It never
+      // reaches the driver (nor an instrumentation-mysql2 below us, whose span would never end).
+      command?.emit?.('end');
+    });
+    return command;
   }
   if (refusal !== undefined) statement.markWouldReject();
   if (callback === undefined) {
@@ -127,6 +159,7 @@ function guarded(
   else command!.onResult = call.driverCallback;
   const result = slot.dispatch(statement, () => original.apply(connection, callArgs)) as MysqlCommand | undefined;
   call.command = result ?? command;
+  call.settleFirst();
   statement.arm(() => call.onCutoff());
   return result;
 }
@@ -153,24 +186,39 @@ class GuardedMysqlStatement {
     }
     this.delivered = true;
     clearTimeout(this.grace);
-    const { statement } = this;
-    const failed = err !== undefined && err !== null;
-    if (!statement.aborted) {
-      statement.settle({ error: failed ? err : undefined });
-      return deliver(this.callback, err, ...results);
-    }
-    if (!failed) {
-      statement.settleCompletedAfterCutoff('too_late');
-      return deliver(this.callback, null, ...results);
-    }
-    if (isInterrupted(err)) {
-      const error = statement.errorFor(err);
-      statement.settle({ error, cancel: 'confirmed' });
-      return deliver(this.callback, error);
-    }
-    statement.settle({ error: err, cancel: this.kill === 'told' ? 'unconfirmed' : 'not_told' });
-    deliver(this.callback, err);
+    const aborted = this.statement.aborted;
+    this.settleFrom(err);
+    if (!aborted || err === undefined || err === null) return deliver(this.callback, err, ...results);
+    deliver(this.callback, isInterrupted(err) ? this.statement.errorFor(err) : err);
   };
+
+  /**
+   * Settles the statement (its outcome on the span) the moment mysql2 reports
+   * its end, before the callbacks it was given run: an instrumentation-mysql2
+   * below us wrapped ours and ends its span before calling it.
+   */
+  settleFirst(): void {
+    const { command } = this;
+    const onResult = command?.onResult;
+    if (command === undefined || !isFunction(onResult)) return;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const self = this;
+    command.onResult = function (this: unknown, err: unknown, ...results: unknown[]) {
+      if (!self.delivered) self.settleFrom(err);
+      return (onResult as Callback).call(this, err, ...results);
+    };
+  }
+
+  /** The statement's outcome from the driver's answer, whichever callback learns it first. */
+  private settleFrom(err: unknown): void {
+    const { statement } = this;
+    if (statement.settled) return;
+    const failed = err !== undefined && err !== null;
+    if (!statement.aborted) return statement.settle({ error: failed ? err : undefined });
+    if (!failed) return statement.settleCompletedAfterCutoff('too_late');
+    if (isInterrupted(err)) return statement.settle({ error: statement.errorFor(err), cancel: 'confirmed' });
+    statement.settle({ error: err, cancel: this.kill === 'not_told' ? 'not_told' : 'unconfirmed' });
+  }
 
   onCutoff(): void {
     const { command, connection } = this;

@@ -141,8 +141,38 @@ class GuardedPgQuery {
     const activeBefore = activeQueryOf(client);
     const result = slot.dispatch(this.statement, () => original.apply(client, callArgs));
     this.query = this.submittable ?? this.locate(queuedBefore, activeBefore);
+    if (this.submittable === undefined) this.settleFirst(this.query);
     this.statement.arm(() => this.onCutoff());
     return promise ?? result;
+  }
+
+  /**
+   * Settles the statement (its outcome on the span) the moment pg reports its
+   * end, before the callbacks it was given run: an instrumentation-pg below
+   * us wrapped ours and ends its span before calling it.
+   */
+  private settleFirst(query: PgQuery | undefined): void {
+    const driverCallback = query?.callback;
+    if (query === undefined || !isFunction(driverCallback)) return;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const self = this;
+    query.callback = function (this: unknown, err: unknown, res: unknown) {
+      if (!self.delivered) self.settleFrom(err);
+      return (driverCallback as PgCallback).call(this, err, res);
+    };
+  }
+
+  /** The statement's outcome from the driver's answer, whichever callback learns it first. */
+  private settleFrom(err: unknown): void {
+    const { statement } = this;
+    if (statement.settled) return;
+    const failed = err !== undefined && err !== null;
+    if (!statement.aborted) return statement.settle({ error: failed ? err : undefined });
+    if (failed && err === this.ownError) return statement.settle({ error: err, sent: false });
+    if (!failed) return statement.settleCompletedAfterCutoff('too_late');
+    if (isPgCancel(err)) return statement.settle({ error: statement.errorFor(err), cancel: 'confirmed' });
+    // It failed on its own (a constraint, a lost connection): that error is the truth.
+    statement.settle({ error: err, cancel: this.cancel === 'not_told' ? 'not_told' : 'unconfirmed' });
   }
 
   /** The Query pg made for this call: the newest in its queue, or the one it started at once. */
@@ -210,34 +240,17 @@ class GuardedPgQuery {
 
   private onDriverResult(err: unknown, res: unknown): void {
     if (this.delivered) return;
-    if (this.statement.aborted && this.cancel === 'pending') {
+    if (this.cancel === 'pending') {
       this.held = () => this.onDriverResult(err, res);
       return;
     }
     this.delivered = true;
     clearTimeout(this.grace);
     const callback = this.userCallback!;
-    const { statement } = this;
-    if (!statement.aborted) {
-      statement.settle({ error: err ?? undefined });
-      return deliver(callback, err, res);
-    }
-    if (err !== undefined && err !== null && err === this.ownError) {
-      statement.settle({ error: err, sent: false });
-      return deliver(callback, err);
-    }
-    if (err === undefined || err === null) {
-      statement.settleCompletedAfterCutoff('too_late');
-      return deliver(callback, null, res);
-    }
-    if (isPgCancel(err)) {
-      const error = statement.errorFor(err);
-      statement.settle({ error, cancel: 'confirmed' });
-      return deliver(callback, error);
-    }
-    // It failed on its own (a constraint, a lost connection): that error is the truth.
-    statement.settle({ error: err, cancel: this.cancel === 'told' ? 'unconfirmed' : 'not_told' });
-    deliver(callback, err);
+    const aborted = this.statement.aborted;
+    this.settleFrom(err);
+    if (!aborted || err === undefined || err === null) return deliver(callback, err, res);
+    deliver(callback, isPgCancel(err) ? this.statement.errorFor(err) : err);
   }
 
   /** Submittables (pg-cursor, pg-query-stream) report through their own methods; watch those. */

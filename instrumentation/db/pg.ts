@@ -1,5 +1,5 @@
 import type { ClientHost } from '../client/host';
-import { wrapMethod, type MethodPatch } from '../wrap';
+import { isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import type { DriverSpanSlot } from './driver-span';
 import { makePgPoolConnectWrapper, makePgPoolQueryWrapper } from './pg-pool';
 import { makePgQueryWrapper } from './pg-query';
@@ -8,15 +8,36 @@ type Exports = Record<string, unknown>;
 
 /** The patches for one loaded `pg` (its CommonJS exports, or the ESM namespace whose classes are the same). */
 export function patchPg(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
-  const patches: MethodPatch[] = [];
-  const add = (patch: MethodPatch | undefined) => patch !== undefined && patches.push(patch);
   const exports = (moduleExports.Client === undefined && typeof moduleExports.default === 'object' ? moduleExports.default : moduleExports) as Exports;
-  const client = (exports.Client as { prototype?: Exports } | undefined)?.prototype;
+  const patches = patchPgClientQuery(exports.Client, host, slot, owner, isActive);
   const pool = (exports.Pool as { prototype?: Exports } | undefined)?.prototype;
-  if (client !== undefined) add(wrapMethod(client, 'query', owner, isActive, makePgQueryWrapper(host, slot, owner)));
   if (pool !== undefined) {
-    add(wrapMethod(pool, 'connect', owner, isActive, makePgPoolConnectWrapper(host)));
-    add(wrapMethod(pool, 'query', owner, isActive, makePgPoolQueryWrapper(host)));
+    for (const patch of [
+      wrapMethod(pool, 'connect', owner, isActive, makePgPoolConnectWrapper(host)),
+      wrapMethod(pool, 'query', owner, isActive, makePgPoolQueryWrapper(host)),
+    ]) {
+      if (patch !== undefined) patches.push(patch);
+    }
   }
   return patches;
+}
+
+function patchPgClientQuery(Client: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
+  const client = (Client as { prototype?: Exports } | undefined)?.prototype;
+  const patch = client === undefined ? undefined : wrapMethod(client, 'query', owner, isActive, makePgQueryWrapper(host, slot, owner));
+  return patch === undefined ? [] : [patch];
+}
+
+/**
+ * `pg/lib/client.js` as it loads, before pg's main module. instrumentation-pg
+ * wraps `Client#query` at both moments, unwrapping its first wrapper at the
+ * second only if it is still on top. So we wrap here only when nobody has
+ * wrapped yet (we were registered first: its second wrap replaces its first,
+ * above ours), and otherwise at the main module (after its second wrap):
+ * either way one instrumentation-pg wrapper, and one span per statement.
+ */
+export function patchPgClientFile(Client: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
+  const query = (Client as { prototype?: Exports } | undefined)?.prototype?.query;
+  if (isShimmerWrapper(query)) return [];
+  return patchPgClientQuery(Client, host, slot, owner, isActive);
 }

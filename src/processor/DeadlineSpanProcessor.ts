@@ -23,6 +23,7 @@ import {
   type DeadlineViolation,
 } from '../attributes';
 import { lazyInstruments, type DeadlineInstruments } from './metrics';
+import { showStartedSpan } from './started-spans';
 import type { ProcessedSpan, SdkSpanProcessor } from './sdk-types';
 import { countAdded, directAttributes, isNewKey, type AttributeMap } from './direct-attributes';
 
@@ -151,6 +152,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   onStart(span: ProcessedSpan, parentContext: Context): void {
     const deadline = getDeadline(parentContext);
     if (deadline === undefined) return;
+    showStartedSpan(span);
     const remaining = deadline.remainingMs();
     // Once the SDK has shown it calls onEnding, the start attributes wait for
     // it and go on the span in one direct write (see direct-attributes.ts).

@@ -10,6 +10,7 @@ import { DeadlineExceededError, DeadlineInstrumentation, openDeadline } from '..
 import { passedDeadline } from '../helpers/clock';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { eventually, under } from './pg-fixture';
+import { BUSY_1S, commandCalls } from './redis-fixture';
 
 type RedisClass = typeof import('ioredis').default;
 // Registered before the drivers load, as an application does (at collection time: describe.each needs the classes).
@@ -42,11 +43,7 @@ afterEach(() => {
   otel.exporter.reset();
 });
 
-async function commandCalls(name: string): Promise<number> {
-  const info = await admin.info('commandstats');
-  const match = new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(info);
-  return match === null ? 0 : Number(match[1]);
-}
+const calls = (name: string) => commandCalls(admin, name);
 
 async function blockedClients(): Promise<number> {
   const info = await admin.info('clients');
@@ -63,11 +60,11 @@ describe.each(lines)('%s', (_label, Redis) => {
   it('refuses a command under an expired deadline: nothing reaches the server', async () => {
     const c = client();
     await c.ping();
-    const before = await commandCalls('incrbyfloat');
+    const before = await calls('incrbyfloat');
     const deadline = await passedDeadline();
     const err = await under(deadline, () => c.incrbyfloat(`otel-deadline:${randomUUID()}`, 1).catch((e: unknown) => e));
     expect(err).toBeInstanceOf(DeadlineExceededError);
-    expect(await commandCalls('incrbyfloat')).toBe(before);
+    expect(await calls('incrbyfloat')).toBe(before);
     const span = otel.spans().find((s) => s.name === 'incrbyfloat')!;
     expect(span.attributes['deadline.outcome']).toBe('not_started');
   });
@@ -102,8 +99,7 @@ describe.each(lines)('%s', (_label, Redis) => {
     // A script busy for 1 s holds the server, so the SET behind it is still in flight at the 200 ms cutoff.
     const blocker = client();
     await blocker.ping();
-    const busy = "local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]; repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - s >= 1000000; return 1";
-    const sleeping = blocker.eval(busy, 0);
+    const sleeping = blocker.eval(BUSY_1S, 0);
     const deadline = openDeadline({ operation: 'set', timeoutMs: 200, parent: null });
     const err = await under(deadline, () => c.set(`otel-deadline:${randomUUID()}`, 'v').catch((e: unknown) => e));
     await sleeping;

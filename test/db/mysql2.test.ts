@@ -10,10 +10,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeadlineCancelledError, DeadlineExceededError, DeadlineInstrumentation, InsufficientBudgetError, openDeadline } from '../../src';
 import { passedDeadline } from '../helpers/clock';
 import { installOtel, type TestOtel } from '../helpers/otel';
+import { createMysqlLog, MYSQL_CONFIG as CONFIG, MYSQL_LOG as LOG, ranOnMysql, runningOnMysql } from './mysql-fixture';
 import { eventually, under } from './pg-fixture';
 
-const CONFIG = { host: '127.0.0.1', port: 3306, user: 'root', password: '', database: 'test' };
-const LOG = 'otel_deadline_statement_log';
 
 let otel: TestOtel;
 let instrumentation: DeadlineInstrumentation;
@@ -30,7 +29,7 @@ beforeAll(async () => {
   mysql = require('mysql2');
   mysqlPromise = require('mysql2/promise');
   admin = await mysqlPromise.createConnection(CONFIG);
-  await admin.query(`CREATE TABLE IF NOT EXISTS ${LOG} (tag varchar(64) NOT NULL)`);
+  await createMysqlLog(admin);
 });
 afterAll(async () => {
   await admin?.end();
@@ -42,18 +41,8 @@ afterEach(async () => {
   otel.exporter.reset();
 });
 
-async function ran(tag: string): Promise<number> {
-  const [rows] = await admin.query(`SELECT count(*) AS n FROM ${LOG} WHERE tag = ?`, [tag]);
-  return Number((rows as { n: number }[])[0].n);
-}
-
-async function running(marker: string): Promise<number> {
-  const [rows] = await admin.query(
-    `SELECT count(*) AS n FROM information_schema.processlist WHERE command = 'Query' AND info LIKE ? AND id <> CONNECTION_ID()`,
-    [`%${marker}%`],
-  );
-  return Number((rows as { n: number }[])[0].n);
-}
+const ran = (tag: string) => ranOnMysql(admin, tag);
+const running = (marker: string) => runningOnMysql(admin, marker);
 
 async function connection(): Promise<import('mysql2/promise').Connection> {
   const c = await mysqlPromise.createConnection(CONFIG);

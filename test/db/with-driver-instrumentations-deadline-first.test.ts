@@ -1,0 +1,3 @@
+import { driverInstrumentationSuite } from './driver-instrumentations';
+
+driverInstrumentationSuite('deadline-first');
