@@ -2,8 +2,7 @@
  * pg, mysql2 and ioredis under DeadlineInstrumentation together with the OTel
  * driver instrumentations (instrumentation-pg, -mysql2, -ioredis), in one
  * registration order per test file (each file is its own process):
- * - `otel-first`: theirs patch first, so our wrapper runs outside theirs;
- * - `deadline-first`: ours patches first, theirs wraps on top of ours.
+ * `otel-first` constructs theirs first, `deadline-first` ours.
  * The deadline behaviour is the same as without them (refusals counted on the
  * server, cancels seen on the server), and the outcome lands on the driver
  * instrumentation's span, with no second span of ours beside it.
@@ -17,6 +16,7 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeadlineExceededError, DeadlineInstrumentation, InsufficientBudgetError, openDeadline } from '../../src';
 import { passedDeadline } from '../helpers/clock';
+import { isOwnWrapper } from '../../instrumentation/wrap';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { createMysqlLog, MYSQL_CONFIG, MYSQL_LOG, ranOnMysql, runningOnMysql } from './mysql-fixture';
 import { activeWith, createLogTable, eventually, LOG_TABLE, PG_CONFIG, ranOnServer, tag, under } from './pg-fixture';
@@ -51,8 +51,14 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
   let mysqlAdmin: import('mysql2/promise').Connection;
   let redisAdmin: InstanceType<typeof Redis>;
   const cleanups: (() => unknown)[] = [];
-  /** Our wrapper is outermost: a refused statement never reaches theirs, so the one span is ours. */
-  const oursOutside = order === 'otel-first';
+  /**
+   * Whose wrapper a driver call meets first. Registration order decides it,
+   * but how differs between instrumentation versions (instrumentation-pg
+   * patches twice, at pg/lib/client.js and at pg), so it is read off the method.
+   * When ours is outermost, a refused statement never reaches theirs and the
+   * one span is ours.
+   */
+  const refusalScope = (method: unknown, theirs: string) => (isOwnWrapper(method, deadline) ? OURS : theirs);
 
   beforeAll(async () => {
     otel = installOtel();
@@ -117,7 +123,7 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
       const err = await under(passed, () => c.query(`INSERT INTO ${LOG_TABLE} (tag) VALUES ($1)`, [value]).catch((e: unknown) => e));
       expect(err).toBeInstanceOf(DeadlineExceededError);
       expect(await ranOnServer(pgAdmin, value)).toBe(0);
-      const span = onlySpan('postgresql', 'pg.query:INSERT test', oursOutside ? OURS : SCOPES.pg);
+      const span = onlySpan('postgresql', 'pg.query:INSERT test', refusalScope(c.query, SCOPES.pg));
       expect(span.attributes['deadline.outcome']).toBe('not_started');
       expect(span.attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
     });
@@ -132,7 +138,7 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
       short.dispose();
       expect(err).toBeInstanceOf(InsufficientBudgetError);
       expect(await ranOnServer(pgAdmin, value)).toBe(0);
-      const span = onlySpan('postgresql', 'pg.query:INSERT test', oursOutside ? OURS : SCOPES.pg);
+      const span = onlySpan('postgresql', 'pg.query:INSERT test', refusalScope(c.query, SCOPES.pg));
       expect(span.attributes['deadline.outcome']).toBe('not_started');
       expect(span.attributes['deadline.abort.code']).toBe('INSUFFICIENT_BUDGET');
     });
@@ -184,7 +190,7 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
       const err = await under(passed, () => c.query(`INSERT INTO ${MYSQL_LOG} (tag) VALUES (?)`, [value]).catch((e: unknown) => e));
       expect(err).toBeInstanceOf(DeadlineExceededError);
       expect(await ran(value)).toBe(0);
-      const span = onlySpan('mysql', 'INSERT', oursOutside ? OURS : SCOPES.mysql2);
+      const span = onlySpan('mysql', 'INSERT', refusalScope((c as unknown as { connection: { query: unknown } }).connection.query, SCOPES.mysql2));
       expect(span.attributes['deadline.outcome']).toBe('not_started');
       expect(span.attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
     });
@@ -215,7 +221,7 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
       short.dispose();
       expect(err).toBeInstanceOf(InsufficientBudgetError);
       expect(await ran(value)).toBe(0);
-      const span = onlySpan('mysql', 'INSERT', oursOutside ? OURS : SCOPES.mysql2);
+      const span = onlySpan('mysql', 'INSERT', refusalScope((c as unknown as { connection: { query: unknown } }).connection.query, SCOPES.mysql2));
       expect(span.attributes['deadline.outcome']).toBe('not_started');
       expect(span.attributes['deadline.abort.code']).toBe('INSUFFICIENT_BUDGET');
     });
@@ -266,7 +272,7 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
       const err = await under(passed, () => c.incrbyfloat(`otel-deadline:${randomUUID()}`, 1).catch((e: unknown) => e));
       expect(err).toBeInstanceOf(DeadlineExceededError);
       expect(await calls('incrbyfloat')).toBe(before);
-      const span = onlySpan('redis', 'incrbyfloat', oursOutside ? OURS : SCOPES.ioredis);
+      const span = onlySpan('redis', 'incrbyfloat', refusalScope(c.sendCommand, SCOPES.ioredis));
       expect(span.attributes['deadline.outcome']).toBe('not_started');
       expect(span.attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
     });
