@@ -73,20 +73,31 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         statement.markWouldReject();
       }
       if (!observe) clampBlockingTimeout(name, command.args, deadline.remainingMs());
-      let cutError: Error | undefined;
-      command.promise.then(
-        () => {
-          if (cutError === undefined) statement.settle({});
-        },
-        (err: unknown) => {
-          if (err !== cutError) statement.settle({ error: err });
-        },
-      );
       statement.arm(() => {
-        cutError = statement.errorFor();
+        const cutError = statement.errorFor();
         statement.settle({ error: cutError, cancel: 'not_possible' });
         command.reject(cutError);
       });
-      return slot.dispatch(statement, () => original.apply(this, args));
+      const result = slot.dispatch(statement, () => original.apply(this, args));
+      settleFirst(command, statement);
+      return result;
     };
+}
+
+/**
+ * Settles the statement the moment ioredis resolves or rejects the command,
+ * synchronously: before an instrumentation-ioredis below us (which patched
+ * `resolve`/`reject` as we called it) ends its span, and with no gap in which
+ * the cutoff could still call a resolved command unknown.
+ */
+function settleFirst(command: RedisCommand, statement: DbStatement): void {
+  const { resolve, reject } = command;
+  command.resolve = (value: unknown) => {
+    statement.settle({});
+    resolve.call(command, value);
+  };
+  command.reject = (err: unknown) => {
+    statement.settle({ error: err });
+    reject.call(command, err);
+  };
 }
