@@ -1,64 +1,63 @@
-// Assembles README.md from the documentation sections in docs/. Each section
-// is kept (and its code samples tested) in its own file; README.md is what
-// users read, and test/readme.test.ts fails when it is out of date.
+// Assembles README.md, the short path for a newcomer: what the package is, the
+// demo, install, quick start and register entry, then a tour with one entry
+// per capability. The full reference lives in docs/, one page per capability,
+// and test/readme.test.ts fails when README.md is out of date.
+//
+// The tour is collected from the pages themselves: a page joins it with a block
+//   <!-- tour 35 -->
+//   ### Title
+//   One paragraph.
+//   <!-- /tour -->
+// (the number orders the entries), and the README links each entry to its
+// page, or to the page the marker names (`<!-- tour 60 hardening-load.md -->`).
+// A new page needs no change here. intro.md, demo.md and install.md are
+// README parts: their links are relative to the repository root.
 //
 //   node scripts/build-readme.mjs          write README.md
 //   node scripts/build-readme.mjs --check  exit 1 if README.md differs
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 
 const root = new URL('../', import.meta.url);
 const read = (path) => readFileSync(new URL(path, root), 'utf8');
 
-/** Splits Markdown into sections at headings of `level`, ignoring lines inside code fences. */
-function sections(markdown, level) {
-  const out = [];
-  let fenced = false;
-  for (const line of markdown.split('\n')) {
-    if (/^(```|~~~)/.test(line)) fenced = !fenced;
-    const heading = !fenced && line.startsWith(`${'#'.repeat(level)} `);
-    if (heading || out.length === 0) out.push({ title: heading ? line.slice(level + 1).trim() : '', lines: [] });
-    out.at(-1).lines.push(line);
+/** The tour entries of every docs page, in their order. */
+function tourEntries() {
+  const entries = [];
+  for (const page of readdirSync(new URL('docs/', root)).filter((name) => name.endsWith('.md')).sort()) {
+    for (const [, order, other, body] of read(`docs/${page}`).matchAll(/<!-- tour (\d+)(?: ([\w.-]+\.md))? -->\n([\s\S]*?)\n<!-- \/tour -->/g)) {
+      entries.push({ order: Number(order), page: `docs/${other ?? page}`, body: body.trim() });
+    }
   }
-  return out;
+  return entries.sort((a, b) => a.order - b.order || a.page.localeCompare(b.page));
 }
 
-/** Drops the sections titled `title` (at `level`): their content lives elsewhere. */
-function without(markdown, level, titles) {
-  return sections(markdown, level)
-    .filter((section) => !titles.includes(section.title))
-    .map((section) => section.lines.join('\n'))
-    .join('\n');
+/** The section of `markdown` under the level-2 heading `title`, heading included, up to the next level-2 heading. */
+function section(markdown, title) {
+  const start = markdown.indexOf(`## ${title}\n`);
+  if (start === -1) throw new Error(`no section "## ${title}"`);
+  const next = markdown.indexOf('\n## ', start + 1);
+  return markdown.slice(start, next === -1 ? undefined : next);
 }
 
-/** One heading level deeper, outside code fences. */
-function demote(markdown) {
-  let fenced = false;
-  return markdown
-    .split('\n')
-    .map((line) => {
-      if (/^(```|~~~)/.test(line)) fenced = !fenced;
-      return !fenced && /^#{1,5} /.test(line) ? `#${line}` : line;
-    })
-    .join('\n');
-}
+const tour = [
+  '## What is in it',
+  '',
+  'Each capability in a paragraph; its page in `docs/` has the full reference.',
+  ...tourEntries().map(({ page, body }) => `\n${body}\n\nFull reference: [${page}](${page}).`),
+].join('\n');
 
-const lineage = read('docs/lineage.md');
-// The README shows the databases page's opening paragraph; its tables live in docs/databases.md.
-const [databasesTour] = sections(read('docs/databases.md'), 2);
-const [tryIt, ...lineageRest] = sections(lineage, 2);
 const parts = [
   read('docs/intro.md'),
-  tryIt.lines.join('\n'),
+  read('docs/demo.md'),
   read('docs/install.md'),
-  read('docs/core.md'),
-  without(read('docs/instrumentation.md'), 2, ['Benchmarks']),
-  demote(databasesTour.lines.join('\n')).replace(/^## .*/m, '## Databases') +
-    '\nWhat is refused, what is cancelled where, the error and the outcome, driver by driver: [docs/databases.md](docs/databases.md).',
-  read('docs/agent.md'),
-  lineageRest.map((section) => section.lines.join('\n')).join('\n'),
-  without(demote(read('docs/hardening.md')), 3, ['Benchmarks']),
-  demote(read('docs/hardening-load.md')),
-  read('docs/outro.md'),
+  tour,
+  section(read('docs/faq.md'), 'When not to use it'),
+  [
+    '## More',
+    '',
+    '- [docs/faq.md](docs/faq.md): why both a remaining time and an absolute cutoff, what an abort does to the remote side, synchronous work, cost.',
+    '- [docs/testing.md](docs/testing.md): how to run the tests and the benchmarks; [BENCHMARKS.md](BENCHMARKS.md) has the figures.',
+  ].join('\n'),
 ];
 const readme =
   '<!-- Generated by scripts/build-readme.mjs from docs/*.md: edit those, then run `npm run readme`. -->\n' +

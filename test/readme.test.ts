@@ -1,12 +1,17 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
 const root = resolve(__dirname, '..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
+const pages = readdirSync(join(root, 'docs'))
+  .filter((name) => name.endsWith('.md'))
+  .map((name) => `docs/${name}`);
+/** README parts: assembled into README.md, so their links are relative to the repository root. */
+const readmeParts = ['docs/intro.md', 'docs/demo.md', 'docs/install.md'];
 
 describe('README', () => {
   it('is the current assembly of docs/*.md (npm run readme)', async () => {
@@ -27,9 +32,35 @@ describe('README', () => {
     expect(Number(match![1])).toBeGreaterThan(0);
   });
 
-  it('mentions only npm scripts that exist', () => {
+  it('stays a five-minute read: under 400 lines', () => {
+    expect(readme.split('\n').length).toBeLessThan(400);
+  });
+
+  it('links every docs page that has a tour entry, and every page it links exists', () => {
+    const linked = new Set([...readme.matchAll(/\]\((docs\/[^)#]+\.md)(#[^)]*)?\)/g)].map((m) => m[1]));
+    const toured = pages.flatMap((page) =>
+      [...readFileSync(join(root, page), 'utf8').matchAll(/<!-- tour \d+(?: ([\w.-]+\.md))? -->/g)].map((m) => (m[1] ? `docs/${m[1]}` : page)),
+    );
+    expect(toured.length).toBeGreaterThanOrEqual(6);
+    for (const page of toured) expect(linked, page).toContain(page);
+    for (const page of linked) expect(existsSync(join(root, page)), page).toBe(true);
+  });
+
+  it('has no relative link, in the README or a docs page, to a file that does not exist', () => {
+    const documents = [['README.md', readme], ...pages.filter((page) => !readmeParts.includes(page)).map((page) => [page, readFileSync(join(root, page), 'utf8')])];
+    for (const [path, text] of documents) {
+      for (const [, target] of text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
+        if (/^[a-z]+:/.test(target)) continue;
+        expect(existsSync(join(root, dirname(path), target)), `${path} links ${target}`).toBe(true);
+      }
+    }
+  });
+
+  it('mentions only npm scripts that exist, in the README and the docs', () => {
     const scripts = Object.keys(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).scripts);
-    const mentioned = [...readme.matchAll(/npm run ([a-z0-9:]+)/g)].map((m) => m[1]);
+    const text = [readme, ...pages.map((page) => readFileSync(join(root, page), 'utf8'))].join('\n');
+    // Placeholders such as `npm run bench:NAME` (a format example) are not script names.
+    const mentioned = [...text.matchAll(/npm run ([a-z0-9:]*[a-z0-9])(?![:A-Za-z0-9])/g)].map((m) => m[1]);
     expect(mentioned.length).toBeGreaterThan(3);
     for (const name of new Set(mentioned)) expect(scripts, `npm run ${name}`).toContain(name);
   });

@@ -67,8 +67,8 @@ describe('npm run demo (node examples/demo/run.mjs on the built package)', () =>
     expect(stdout).toMatch(/^ {2}late: agent: cache\.refresh: later_than_parent \(cutoff \+\d+ ms, parent's \+\d+ ms\)$/m);
   });
 
-  it('prints what the sample in docs/lineage.md shows: the same spans with the same outcomes', () => {
-    const docs = readFileSync(resolve(__dirname, '../../docs/lineage.md'), 'utf8');
+  it('prints what the sample in docs/demo.md shows: the same spans with the same outcomes', () => {
+    const docs = readFileSync(resolve(__dirname, '../../docs/demo.md'), 'utf8');
     const sample = /<!-- demo-sample[^>]*-->\n```text\n([\s\S]*?)```/.exec(docs)?.[1] ?? '';
     // A span line: tree drawing, "service: operation", cutoff, remaining, spent, then the outcome column.
     const span = /^[\s│├└─]*(.+?) +[+-]\d+ ms +\d+ → \d+ ms +\d+ ms {2}(.+)$/;
