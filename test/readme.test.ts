@@ -24,7 +24,9 @@ describe('README', () => {
     mkdirSync(join(root, 'test', '.tmp'), { recursive: true });
     const file = join(root, 'test', '.tmp', 'quickstart.mjs');
     writeFileSync(file, block![1]);
-    const { stdout } = await run(process.execPath, [file], { cwd: root, timeout: 30_000 });
+    // No collector listens here: without this, NodeSDK's default metric exporter retries for ~8 s at shutdown (as the docs say).
+    const env = { ...process.env, OTEL_METRICS_EXPORTER: 'none' };
+    const { stdout } = await run(process.execPath, [file], { cwd: root, env, timeout: 30_000 });
     const match = /^tool has (\d+) ms$/m.exec(stdout);
     expect(match).not.toBeNull();
     // The tool saw the caller's cutoff: never more than the 1500 ms budget, and a real remainder.
