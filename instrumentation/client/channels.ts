@@ -1,4 +1,5 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
+import type { Socket } from 'node:net';
 import { context } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { getDeadline } from '../../src/context';
@@ -6,6 +7,7 @@ import { CALL_KEY, IGNORED_CALL, type OutgoingCall } from './call';
 import { baggageWithoutDeadline, hasHeader, isDeadlineHeaderName, repeatsDeadlineHeader, settleUndiciRequestHeaders, stripDeadlineHeadersInList } from './headers';
 import { HEADER_BAGGAGE } from '../../src/attributes';
 import { RequestClassPatcher } from './request-class';
+import { checkBeforeNextWrite } from './socket-guard';
 import { claimsEarlyReject, MAX_REPLY_BODY_BYTES, parseRejectBody, rawHeader } from './reply';
 import { undiciRequestUrl } from './undici-target';
 import type { ResolvedConfig } from '../config';
@@ -28,6 +30,9 @@ interface RequestState {
 interface RequestMessage {
   request: object;
 }
+interface SendHeadersMessage extends RequestMessage {
+  socket?: Socket;
+}
 interface ResponseMessage extends RequestMessage {
   response?: { statusCode?: number; headers?: unknown[] };
 }
@@ -46,7 +51,7 @@ function inGuardedCall(): boolean {
  * global channel names, so this is the one place that sees every request of
  * either, synchronously, in the caller's async context:
  * - `undici:request:create` makes the deadline headers appear once and ties the request to its call;
- * - `undici:client:sendHeaders` checks the cutoff one last time before the write, and marks it as possibly received;
+ * - `undici:client:sendHeaders` checks the cutoff before the write (and arms a last check inside it), and marks it as possibly received;
  * - `undici:request:headers` spots an early-reject reply before the span ends;
  * - `undici:request:trailers` / `undici:request:error` close it.
  * Returns the unsubscribe function.
@@ -138,10 +143,16 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
   // since onConnect (a GC pause, a slow header build); if so, undici's abort
   // destroys the socket, and the write that follows puts nothing on the wire.
   const onSendHeaders = (message: unknown) => {
-    const state = stateOf((message as RequestMessage).request);
+    const { request, socket } = message as SendHeadersMessage;
+    const state = stateOf(request);
     const call = state?.call;
     if (call === undefined) return;
-    if (!call.observe && state!.abortWrite !== undefined && call.deadline.aborted) return state!.abortWrite(call.deadline.abortReason);
+    const abortWrite = state!.abortWrite;
+    if (!call.observe && abortWrite !== undefined) {
+      if (call.deadline.aborted) return abortWrite(call.deadline.abortReason);
+      // undici still builds the header string before it writes: look once more inside the write.
+      if (socket !== undefined) checkBeforeNextWrite(socket, { deadline: call.deadline, abort: abortWrite, refused: () => (call.sent = false) });
+    }
     call.sent = true;
   };
   // Headers that claim an early reject start collecting the body (see onBodyChunk).

@@ -5,6 +5,7 @@ import { context } from '@opentelemetry/api';
 import { activeClientSpan, beginCall, recordRefusal } from './begin';
 import type { OutgoingCall } from './call';
 import type { ClientHost } from './host';
+import { checkBeforeNextWrite } from './socket-guard';
 import { headersWithoutDeadline, setDeadlineHeadersInList, withDeadlineHeaders } from './headers';
 import { claimsEarlyReject, errorFromClaim, parseRejectBody } from './reply';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
@@ -148,15 +149,20 @@ function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, o
 
 function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation: string, settings: ResolvedConfig, url: string | undefined): void {
   request.once('socket', (socket: Socket) => {
-    const markSent = () => {
+    const markSent = (connected: boolean) => {
       // The abort timer may not have run yet (a busy loop): reading `aborted` checks the clock and,
       // past the cutoff, aborts now, so the request is destroyed before its headers are written.
       if (!call.observe && call.deadline.aborted) return;
+      // On a socket it already had, node:http builds the headers and then calls socket.write:
+      // look once more in there. (A connecting socket flushes right after this 'connect' listener.)
+      if (!call.observe && !connected) {
+        checkBeforeNextWrite(socket, { deadline: call.deadline, abort: (reason) => abortRequest(request, reason), refused: () => (call.sent = false) });
+      }
       call.sent = true;
       if (!call.hasBody) call.hasBody = hasBodyHeaders(request);
     };
-    if (socket.connecting) socket.once('connect', markSent);
-    else markSent();
+    if (socket.connecting) socket.once('connect', () => markSent(true));
+    else markSent(false);
   });
   request.once('close', () => call.settle());
   if (!call.observe) convertRejectReplies(request, call, operation, settings, url);

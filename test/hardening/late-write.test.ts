@@ -15,14 +15,17 @@ const fixture = fileURLToPath(new URL('./fixtures/late-write.mjs', import.meta.u
 
 describe('a request whose cutoff passes right before it is written', () => {
   it.each([
-    ['fetch', 'between onConnect and the header write'],
-    ['undici', 'between onConnect and the header write'],
-    ['http', 'while it waits for its kept-alive socket'],
-  ])('%s: is never written when the cutoff passes %s', async (transport) => {
+    ['fetch', 'before-check', 'after onConnect, before the last check'],
+    ['undici', 'before-check', 'after onConnect, before the last check'],
+    ['http', 'before-check', 'while it waits for its kept-alive socket'],
+    ['fetch', 'after-check', 'between the last check and socket.write'],
+    ['undici', 'after-check', 'between the last check and socket.write'],
+    ['http', 'after-check', 'between the last check and socket.write'],
+  ])('%s (%s): is never written when the cutoff passes %s', async (transport, jump) => {
     const { stdout, stderr } = await promisify(execFile)(process.execPath, [fixture], {
       cwd: root,
       timeout: 30_000,
-      env: { ...process.env, TRANSPORT: transport },
+      env: { ...process.env, TRANSPORT: transport, JUMP: jump },
     });
     expect(stderr).toBe('');
     expect(stdout.trim()).toBe('DeadlineExceededError 0');

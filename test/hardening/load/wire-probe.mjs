@@ -1,51 +1,74 @@
 // Watches the moment each request of the load chain leaves this process: the
 // socket write that carries its request line and headers, or, for a socket
 // still connecting (node:http queues the write), the moment it connects. A
-// request that leaves after the cutoff written in its own x-deadline-at-ms
-// header was sent late, whatever happens to it later. This is the sender's
-// side of "no request reaches the last hop after its cutoff", measured where
-// the bytes go to the kernel rather than where the receiver's event loop gets
-// round to them.
+// request that leaves after its deadline's cutoff was sent late, whatever
+// happens to it later. This is the sender's side of "no request reaches the
+// next hop after its cutoff", measured where the bytes go to the kernel
+// rather than where the receiver's event loop gets round to them.
+//
+// Judged on one clock, against the exact cutoff: the monotonic cutoff of the
+// deadline the request was made under (read from OTel context when the
+// transport creates the request), compared with performance.now() at the
+// write. An earlier probe compared timeOrigin + performance.now() with the
+// whole-ms x-deadline-at-ms header, which comes from Date.now(): the two
+// clocks drift apart by milliseconds, and sends in time were counted late.
+import diagnosticsChannel from 'node:diagnostics_channel';
 import net from 'node:net';
+import { context } from '@opentelemetry/api';
+import { getDeadline } from '../../../dist/esm/index.mjs';
 
 const REQUEST_LINE = /^(GET|POST) \/load\?/;
-const AT_MS = /\r\nx-deadline-at-ms: *(\d+)/i;
 
 /** Requests seen leaving, late ones among them, and the latest, in ms after its cutoff. */
 export const sends = { checked: 0, late: 0, latestMs: 0 };
 
-/**
- * Judged on one clock, the wall clock the header was written from. The sender
- * opened its deadline at a whole-ms Date.now() reading, so its true cutoff
- * lies in [expiresAtMs, expiresAtMs + 1), and the header holds expiresAtMs
- * rounded down: the cutoff is before atMs + 2. A whole-ms reading of at least
- * atMs + 2 is therefore surely past it; anything less cannot be told apart
- * from a send in time. (An earlier probe read performance.timeOrigin +
- * performance.now(), a second clock whose offset from Date.now() drifts by
- * milliseconds, and counted sends that were in time as late.)
- */
-function check(socket, atMs) {
+/** undici Request → the monotonic cutoff of the deadline it was created under. */
+const cutoffs = new WeakMap();
+/** undici socket → the cutoff of the request whose headers it is about to write. */
+const nextWrite = new WeakMap();
+const lastHeadersAt = new WeakMap();
+
+function remember({ request }) {
+  const cutoff = getDeadline(context.active())?.cutoffMono;
+  if (typeof cutoff === 'number') cutoffs.set(request, cutoff);
+}
+
+function check(socket, cutoffMono, atMono) {
   // Destroyed by then: the instrumentation stopped it before the bytes left.
   if (socket.destroyed) return;
   sends.checked++;
-  const lateByMs = Date.now() - (atMs + 1);
+  const lateByMs = atMono - cutoffMono;
   if (lateByMs > 0) {
+    if (process.env.PROBE_DEBUG) console.error('late by', lateByMs, 'gap since sendHeaders', performance.now() - (lastHeadersAt.get(socket) ?? NaN), 'http', socket._httpMessage != null);
     sends.late++;
     sends.latestMs = Math.max(sends.latestMs, lateByMs);
   }
 }
 
-/** Installs the probe on net.Socket.prototype.write. Call once, before any request. */
+/** Installs the probe. Call once, before any request. */
 export function watchSends() {
+  diagnosticsChannel.subscribe('undici:request:create', remember);
+  // Published by undici right before it writes a request's headers on `socket`.
+  diagnosticsChannel.subscribe('undici:client:sendHeaders', ({ request, socket }) => {
+    const cutoff = cutoffs.get(request);
+    if (cutoff !== undefined) nextWrite.set(socket, cutoff);
+    if (process.env.PROBE_DEBUG) lastHeadersAt.set(socket, performance.now());
+  });
   const write = net.Socket.prototype.write;
   net.Socket.prototype.write = function (chunk, ...rest) {
-    const head = typeof chunk === 'string' ? chunk.slice(0, 2048) : Buffer.isBuffer(chunk) ? chunk.toString('latin1', 0, 2048) : '';
+    // The clock first, before this probe allocates anything a garbage collection could stall on.
+    const atMono = performance.now();
+    const head = typeof chunk === 'string' ? chunk.slice(0, 64) : Buffer.isBuffer(chunk) ? chunk.toString('latin1', 0, 64) : '';
     if (REQUEST_LINE.test(head)) {
-      const atMs = Number(AT_MS.exec(head)?.[1]);
-      if (Number.isFinite(atMs)) {
+      // undici: noted at sendHeaders, since its writes may run in another request's context.
+      // node:http: written in the caller's own async context (inside request(), or on the
+      // next tick once the agent hands over a socket; the hops' agents never queue).
+      const cutoff = this._httpMessage != null ? getDeadline(context.active())?.cutoffMono : nextWrite.get(this);
+      nextWrite.delete(this);
+      if (typeof cutoff === 'number') {
         // Registered before net's own 'connect' listener (added by the write below), which sends the queued bytes.
-        if (this.connecting) this.once('connect', () => check(this, atMs));
-        else check(this, atMs);
+        if (this.connecting) this.once('connect', () => check(this, cutoff, performance.now()));
+        else check(this, cutoff, atMono);
       }
     }
     return write.call(this, chunk, ...rest);

@@ -1,0 +1,61 @@
+import type { Socket } from 'node:net';
+import type { Deadline } from '../../src/deadline';
+
+/**
+ * The last look at the clock before a guarded request's first bytes go to
+ * its socket.
+ *
+ * The transports check the deadline right before they write a request
+ * (undici's sendHeaders, node:http's socket assignment), but they still
+ * build strings between that check and `socket.write`, and an allocation
+ * there can start a garbage collection that outlasts the cutoff: the request
+ * then goes out late. Checking again inside `socket.write` itself, before
+ * anything is allocated, leaves no such gap.
+ *
+ * The socket's `write` is wrapped once, on the socket (a public method of a
+ * long-lived object; the class is untouched), and a guard is armed for the
+ * next write only: every later write of the same request, and every write of
+ * an unguarded request, costs one property read.
+ */
+
+/** What to do if the next write on a socket comes after the cutoff. */
+interface PendingWrite {
+  deadline: Deadline;
+  /** Called with the abort reason instead of the write, after `refused`. */
+  abort: (reason: unknown) => void;
+  /** Called first, before the deadline is aborted: the request was not written. */
+  refused: () => void;
+}
+
+const PENDING = Symbol('otel-deadline.pending-write');
+const WRAPPED = Symbol('otel-deadline.write-guard');
+
+type GuardedSocket = Socket & { [PENDING]?: PendingWrite; [WRAPPED]?: true };
+
+/** Arms the check for the next `socket.write`, which carries the request line and headers. */
+export function checkBeforeNextWrite(socket: Socket, pending: PendingWrite): void {
+  const guarded = socket as GuardedSocket;
+  guarded[PENDING] = pending;
+  if (guarded[WRAPPED] === true) return;
+  guarded[WRAPPED] = true;
+  const write = guarded.write;
+  guarded.write = function (this: GuardedSocket, ...args: unknown[]): boolean {
+    const next = this[PENDING];
+    if (next !== undefined) {
+      this[PENDING] = undefined;
+      // remainingMs() reads the clock without aborting anything: the caller is told it was
+      // not written before the abort reaches it, so the outcome says `expired`, not `unknown`.
+      if (next.deadline.remainingMs() <= 0 || next.deadline.aborted) {
+        next.refused();
+        next.abort(next.deadline.abortReason);
+        return false;
+      }
+    }
+    return (write as (...a: unknown[]) => boolean).apply(this, args);
+  } as Socket['write'];
+}
+
+/** Disarms a check that was not needed (the write went elsewhere, or the request was aborted first). */
+export function clearPendingWrite(socket: Socket): void {
+  (socket as GuardedSocket)[PENDING] = undefined;
+}
