@@ -50,8 +50,12 @@ describe('npm run demo (node examples/demo/run.mjs on the built package)', () =>
     const line = (label: string) => lines.find((l) => l.includes(label)) ?? '';
     const cutoff = (l: string) => Number(/ \+(\d+) ms /.exec(l)?.[1]);
     expect(stdout).toMatch(/^trace [0-9a-f]{32} \(19 spans, root budget 1500 ms\)$/m);
-    const root = cutoff(line('gateway: POST /ask'));
-    expect(root).toBeGreaterThanOrEqual(1_495);
+    const rootLine = line('gateway: POST /ask');
+    const root = cutoff(rootLine);
+    // The CUTOFF column counts from the root span's start, so the root's own cutoff is what it had left at that
+    // start (REMAINING's first number; both in whole ms): the 1.5 s budget less however long the gateway took to
+    // start its span, which a loaded machine stretches. Never more than the budget.
+    expect(Math.abs(root - Number(/ (\d+) → \d+ ms /.exec(rootLine)?.[1]))).toBeLessThanOrEqual(2);
     expect(root).toBeLessThanOrEqual(1_501);
     // `plan` asked for 10 s and `worker: summarize` came through a queue: both keep the request's
     // cutoff (to the ms or two that whole-ms wire values and epoch rounding allow per hop).
