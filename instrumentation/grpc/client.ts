@@ -1,12 +1,13 @@
 import { context, propagation, SpanKind, type Context, type Span } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
-import { getDeadline, withoutDeadline } from '../../src/context';
+import { getDeadline, withDeadlineOffWire, withoutDeadline } from '../../src/context';
 import type { Deadline } from '../../src/deadline';
 import { abortCodeOf } from '../../src/errors';
 import { endRefusedSpan } from '../../src/open';
 import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
-import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME, HEADER_AT_MS, HEADER_REMAINING_MS } from '../../src/attributes';
+import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
+import { baggageWithoutDeadline } from '../client/headers';
 import { refusalFor } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { ATTR_DEADLINE_WOULD_REJECT } from '../names';
@@ -24,6 +25,7 @@ import { METADATA_SETTER } from './metadata';
 import { refusedCall } from './refused-call';
 import { ATTR_RPC_GRPC_STATUS_CODE, coveringSpan, startRpcSpan, withSpan } from './spans';
 import { markStatusWith } from './status-error';
+import { grpcTargetUrl } from './target-url';
 
 type CreateCall = (this: GrpcChannel, method: string, deadline: GrpcDeadline, host: unknown, parentCall: unknown, propagateFlags: unknown) => ChannelCall;
 
@@ -87,7 +89,9 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
         span,
         ownSpan: covering === undefined,
         channel: this,
-        inject: (metadata) => injectDeadline(metadata, ctx, active, covering === undefined ? span : undefined, clampedByUs ? Infinity : own),
+        inject: propagates(settings.propagatesTo, this)
+          ? (metadata) => injectDeadline(metadata, ctx, active, covering === undefined ? span : undefined, clampedByUs ? Infinity : own)
+          : (metadata) => injectWithoutDeadline(metadata, ctx, covering === undefined ? span : undefined),
       });
     };
 }
@@ -111,6 +115,28 @@ function injectDeadline(metadata: GrpcMetadata, ctx: Context, deadline: Deadline
     metadata.set(HEADER_REMAINING_MS, String(Math.max(0, Math.floor(ownEpoch - nowEpoch))));
     metadata.set(HEADER_AT_MS, String(Math.floor(ownEpoch)));
   }
+}
+
+/** Whether `propagateTo` lets our metadata go to this channel's target. */
+function propagates(allowed: ((url: string | undefined) => boolean) | undefined, channel: GrpcChannel): boolean {
+  return allowed === undefined || allowed(grpcTargetUrl(channel.getTarget()));
+}
+
+/**
+ * For a target off the `propagateTo` list: trace context as usual, but none
+ * of our metadata and no `deadline.at_ms` baggage entry, whoever wrote them
+ * (instrumentation-grpc injects through the global propagator first). The
+ * call keeps its clamped `grpc-timeout`: that is gRPC's own deadline.
+ */
+function injectWithoutDeadline(metadata: GrpcMetadata, ctx: Context, ownSpan: Span | undefined): void {
+  if (ownSpan !== undefined) propagation.inject(withSpan(withDeadlineOffWire(ctx), ownSpan), metadata, METADATA_SETTER);
+  metadata.remove(HEADER_REMAINING_MS);
+  metadata.remove(HEADER_AT_MS);
+  const baggage = metadata.get(HEADER_BAGGAGE);
+  if (baggage.length === 0) return;
+  const kept = baggageWithoutDeadline(baggage.filter((value): value is string => typeof value === 'string'));
+  if (kept === undefined) metadata.remove(HEADER_BAGGAGE);
+  else metadata.set(HEADER_BAGGAGE, kept);
 }
 
 /** A call refused before it starts: DEADLINE_EXCEEDED that carries `error`, and no stream. */

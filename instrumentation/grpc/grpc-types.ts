@@ -12,6 +12,7 @@ export const GRPC_DEADLINE_EXCEEDED = 4;
 export interface GrpcMetadata {
   get(key: string): (string | Buffer)[];
   set(key: string, value: string): void;
+  remove(key: string): void;
 }
 
 export type MetadataConstructor = new () => GrpcMetadata;

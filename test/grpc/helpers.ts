@@ -38,6 +38,8 @@ export interface Report {
   ours: { remainingMs: number; expiresAtMs: number; source: string; wireSkewMs: number | null } | null;
   atMsHeader: string | null;
   remainingHeader: string | null;
+  /** The baggage metadata as received, if any. */
+  baggageHeader: string | null;
   /** Date.now() when the handler ran. */
   nowEpoch: number;
 }
@@ -81,6 +83,7 @@ function snapshot(call: ServerCall): Report {
     ours: deadline === undefined ? null : { remainingMs: deadline.remainingMs(), expiresAtMs: deadline.expiresAtMs, source: deadline.source, wireSkewMs: deadline.wireSkewMs ?? null },
     atMsHeader: header('x-deadline-at-ms'),
     remainingHeader: header('x-deadline-remaining-ms'),
+    baggageHeader: header('baggage'),
     nowEpoch: Date.now(),
   };
 }

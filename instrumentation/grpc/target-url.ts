@@ -1,0 +1,26 @@
+/**
+ * A grpc-js channel target as a URL, for `propagateTo` (host patterns) and
+ * `ignoreOutgoingRequest`. Targets look like `host:port`, `dns:host:port`,
+ * `dns:///host:port`, `dns://resolver/host:port`, `ipv4:1.2.3.4:port[,...]`
+ * or `ipv6:[::1]:port`; the first address stands for the target. The scheme
+ * given is `https:`, whose default port (443) is gRPC's. A `unix:` socket or
+ * anything else has no host: undefined, which no host list matches.
+ */
+const NAME_RESOLVERS = new Set(['dns', 'ipv4', 'ipv6']);
+
+export function grpcTargetUrl(target: string): string | undefined {
+  let address = target;
+  const scheme = /^([a-z][a-z0-9+.-]*):(?!\d+$)/i.exec(target);
+  if (scheme !== null) {
+    if (!NAME_RESOLVERS.has(scheme[1].toLowerCase())) return undefined;
+    address = target.slice(scheme[0].length);
+    // dns://authority/host:port: the authority is the resolver, not the peer.
+    if (address.startsWith('//')) address = address.slice(address.indexOf('/', 2) + 1);
+  }
+  const first = address.split(',')[0];
+  try {
+    return new URL(`https://${first}/`).href;
+  } catch {
+    return undefined;
+  }
+}
