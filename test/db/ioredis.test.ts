@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DeadlineExceededError, DeadlineInstrumentation, openDeadline } from '../../src';
+import { DeadlineCancelledError, DeadlineExceededError, DeadlineInstrumentation, openDeadline } from '../../src';
 import { passedDeadline } from '../helpers/clock';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { eventually, under } from './pg-fixture';
@@ -107,5 +107,31 @@ describe.each(lines)('%s', (_label, Redis) => {
     const span = otel.spans().find((s) => s.name === 'set')!;
     expect(span.attributes['deadline.outcome']).toBe('unknown');
     expect(await c.ping()).toBe('PONG'); // the late reply was dropped; the connection is in step
+  });
+  it('a parent abort while a command is in flight: DeadlineCancelledError, cancelled for a read, unknown for a write', async () => {
+    const c = client();
+    const blocker = client();
+    await Promise.all([c.ping(), blocker.ping()]);
+    // The busy script holds the server for 1 s: both commands are still in flight when the parent aborts.
+    const sleeping = blocker.eval(BUSY_1S, 0);
+    const controller = new AbortController();
+    const deadline = openDeadline({ operation: 'abort', timeoutMs: 10_000, parent: null, signal: controller.signal });
+    const key = `otel-deadline:${randomUUID()}`;
+    const pending = under(deadline, () => Promise.all([c.get(key).catch((e: unknown) => e), c.incr(key).catch((e: unknown) => e)]));
+    controller.abort(new Error('caller went away'));
+    const [read, write] = await pending;
+    await sleeping;
+    deadline.dispose();
+    expect(read).toBeInstanceOf(DeadlineCancelledError);
+    expect(write).toBeInstanceOf(DeadlineCancelledError);
+    const get = otel.spans().find((s) => s.name === 'get')!;
+    const incr = otel.spans().find((s) => s.name === 'incr')!;
+    expect(get.attributes['deadline.outcome']).toBe('cancelled');
+    expect(incr.attributes['deadline.outcome']).toBe('unknown');
+    for (const span of [get, incr]) {
+      expect(span.attributes['deadline.abort.code']).toBe('CANCELLED');
+      expect(span.attributes['deadline.db.cancel']).toBe('not_possible');
+    }
+    expect(await c.ping()).toBe('PONG'); // the late replies were dropped in order
   });
 });

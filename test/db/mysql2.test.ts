@@ -12,6 +12,7 @@ import { passedDeadline } from '../helpers/clock';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { createMysqlLog, MYSQL_CONFIG as CONFIG, MYSQL_LOG as LOG, ranOnMysql, runningOnMysql } from './mysql-fixture';
 import { eventually, under } from './pg-fixture';
+import { startTcpProxy, type TcpProxy } from './tcp-proxy';
 
 
 let otel: TestOtel;
@@ -149,5 +150,47 @@ describe('mysql2 in flight at the cutoff', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(await ran(tag)).toBe(0);
     expect((pool as unknown as { _connectionQueue: { length: number } })._connectionQueue.length).toBe(0);
+  });
+});
+
+describe('the KILL path’s edges', () => {
+  async function throughProxy(): Promise<{ proxy: TcpProxy; c: import('mysql2/promise').Connection }> {
+    const proxy = await startTcpProxy(CONFIG.port);
+    cleanups.push(() => proxy.close());
+    // The KILL connection is opened to the same host and port: through the proxy.
+    const c = await mysqlPromise.createConnection({ ...CONFIG, port: proxy.port });
+    cleanups.push(() => c.end().catch(() => {}));
+    return { proxy, c };
+  }
+
+  it('the KILL cannot be delivered: DeadlineExceededError at the cutoff, the statement runs on, span says not_told', async () => {
+    const { proxy, c } = await throughProxy();
+    await proxy.refuseNew();
+    const marker = randomUUID();
+    const deadline = openDeadline({ operation: 'no-kill', timeoutMs: 200, parent: null });
+    const started = performance.now();
+    const err = await under(deadline, () => c.query(`SELECT SLEEP(1), '${marker}'`).catch((e: unknown) => e));
+    const elapsed = performance.now() - started;
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    // Answered near the cutoff, not after the 1 s statement (the server was never told).
+    expect(elapsed).toBeLessThan(900);
+    expect(await running(marker)).toBe(1);
+    const span = mysqlSpans().find((s) => s.attributes['deadline.db.cancel'] !== undefined)!;
+    expect(span.attributes['deadline.db.cancel']).toBe('not_told');
+    expect(span.attributes['deadline.outcome']).toBe('expired');
+  });
+
+  it('a statement that finishes before its KILL arrives returns its result as completed; the late KILL hits nothing', async () => {
+    const { proxy, c } = await throughProxy();
+    // The KILL connection is held 600 ms: the 250 ms statement ends first, the 1 s grace has not run out.
+    proxy.delayNew(600);
+    const deadline = openDeadline({ operation: 'race', timeoutMs: 100, parent: null });
+    const [rows] = await under(deadline, () => c.query("SELECT SLEEP(0.25), 'finished' AS done"));
+    expect((rows as { done: string }[])[0].done).toBe('finished');
+    const [next] = await c.query("SELECT SLEEP(0.2) AS slept, 'next' AS done");
+    // SLEEP returns 1 when it was interrupted: the late KILL must not have reached this one.
+    expect((next as { slept: number; done: string }[])[0]).toEqual({ slept: 0, done: 'next' });
+    const span = mysqlSpans().find((s) => s.attributes['deadline.db.cancel'] === 'too_late')!;
+    expect(span.attributes['deadline.outcome']).toBe('completed');
   });
 });
