@@ -229,7 +229,7 @@ class GuardedMysqlStatement {
     }
     if (connection.config === undefined) return this.deliverEarly('not_told', true);
     this.kill = 'pending';
-    this.grace = setTimeout(() => this.deliverEarly(this.kill === 'told' ? 'unconfirmed' : 'not_told', true), CANCEL_GRACE_MS);
+    this.grace = setTimeout(() => this.onGrace(), CANCEL_GRACE_MS);
     this.grace.unref();
     this.killer.kill(connection.config, connection.threadId, (told) => {
       this.kill = told ? 'told' : 'not_told';
@@ -238,6 +238,18 @@ class GuardedMysqlStatement {
       if (held !== undefined) return held();
       if (!told) this.deliverEarly('not_told', true);
     });
+  }
+
+  /**
+   * The KILL took too long: a result that already came is returned (the
+   * statement finished, its span says so), otherwise the caller gets its error.
+   */
+  private onGrace(): void {
+    const held = this.held;
+    if (held === undefined) return this.deliverEarly(this.kill === 'told' ? 'unconfirmed' : 'not_told', true);
+    this.held = undefined;
+    this.kill = 'not_told';
+    held();
   }
 
   private deliverEarly(cancel: DbCancel | undefined, sent: boolean): void {

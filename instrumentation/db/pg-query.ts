@@ -208,7 +208,7 @@ class GuardedPgQuery {
     const params = client.connectionParameters ?? {};
     const target = { host: params.host, port: params.port, processID: client.processID, secretKey: client.secretKey };
     if (params.stream !== undefined) return this.onCancelSent(false); // a custom stream: we cannot reach the server ourselves
-    this.grace = setTimeout(() => this.deliverEarly(this.cancel === 'told' ? 'unconfirmed' : 'not_told'), CANCEL_GRACE_MS);
+    this.grace = setTimeout(() => this.onGrace(), CANCEL_GRACE_MS);
     this.grace.unref();
     sendPgCancel(target, (told) => this.onCancelSent(told));
   }
@@ -222,6 +222,18 @@ class GuardedPgQuery {
     }
     // The server cannot be told: the caller gets its error now, the statement may run on.
     if (!told) this.deliverEarly('not_told');
+  }
+
+  /**
+   * The cancel took too long: a result that already came is returned (the
+   * statement finished, its span says so), otherwise the caller gets its error.
+   */
+  private onGrace(): void {
+    const held = this.held;
+    if (held === undefined) return this.deliverEarly(this.cancel === 'told' ? 'unconfirmed' : 'not_told');
+    this.held = undefined;
+    this.cancel = 'not_told';
+    held();
   }
 
   /** The caller gets DeadlineExceededError before the driver's answer; that answer is dropped when it comes. */

@@ -193,4 +193,16 @@ describe('the KILL path’s edges', () => {
     const span = mysqlSpans().find((s) => s.attributes['deadline.db.cancel'] === 'too_late')!;
     expect(span.attributes['deadline.outcome']).toBe('completed');
   });
+  it('a result held for a KILL that never comes is returned at the 1 s grace, as completed', async () => {
+    const { proxy, c } = await throughProxy();
+    // The KILL connection is held 5 s, past the KILL's own 2 s bound: only the grace can release the result.
+    proxy.delayNew(5_000);
+    const deadline = openDeadline({ operation: 'grace', timeoutMs: 100, parent: null });
+    const started = performance.now();
+    const [rows] = await under(deadline, () => c.query("SELECT SLEEP(0.25), 'finished' AS done"));
+    expect((rows as { done: string }[])[0].done).toBe('finished');
+    expect(performance.now() - started).toBeLessThan(4_000); // the grace (1 s), not the held KILL (5 s)
+    const span = mysqlSpans().find((s) => s.attributes['deadline.db.cancel'] === 'too_late')!;
+    expect(span.attributes['deadline.outcome']).toBe('completed');
+  });
 });

@@ -331,6 +331,23 @@ describe('the cancel path’s edges', () => {
     expect(span.attributes['deadline.outcome']).toBe('completed');
   });
 
+  it('a result held for a cancel that never comes is returned at the 1 s grace, as completed', async () => {
+    const proxy = await startTcpProxy(PG_CONFIG.port);
+    cleanups.push(() => proxy.close());
+    const c = new pg.Client({ ...PG_CONFIG, port: proxy.port });
+    await c.connect();
+    cleanups.push(() => c.end().catch(() => {}));
+    // The cancel connection is held 5 s, past its own 2 s bound: only the grace can release the result.
+    proxy.delayNew(5_000);
+    const deadline = openDeadline({ operation: 'grace', timeoutMs: 100, parent: null });
+    const started = performance.now();
+    const result = await under(deadline, () => c.query<{ done: string }>("SELECT pg_sleep(0.25), 'finished' AS done"));
+    expect(result.rows[0].done).toBe('finished');
+    expect(performance.now() - started).toBeLessThan(4_000); // the grace (1 s), not the held cancel (5 s)
+    const span = pgSpans().find((s) => s.attributes['deadline.db.cancel'] === 'too_late')!;
+    expect(span.attributes['deadline.outcome']).toBe('completed');
+  });
+
   it('pg-query-stream errors at the cutoff and the server stops fetching', async () => {
     const QueryStream = createRequire(import.meta.url)('pg-query-stream') as typeof import('pg-query-stream');
     const c = await client();
