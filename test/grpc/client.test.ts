@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { context, SpanKind } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
 import {
@@ -124,6 +125,41 @@ describe.each(KINDS)('%s call under a deadline', (kind) => {
     expect((error as { cause?: unknown }).cause).toBeInstanceOf(DeadlineCancelledError);
     await suite.server.hung[hungBefore].cancelled;
     deadline.dispose();
+  });
+});
+
+describe('the cutoff reaches the call wherever it is', () => {
+  it.each(['ServerStream', 'Bidi'] as const)('%s: in the middle of the response stream', async (kind) => {
+    const hungBefore = suite.server.hung.length;
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 300, parent: null });
+    const { error, reply } = await under(deadline, () => callKind(suite.client, kind, 'stream-then-hang'));
+    deadline.dispose();
+    // The first message arrived; then the stream was cut at the cutoff.
+    expect(reply).not.toBeNull();
+    expect(error?.code).toBe(suite.grpc.status.DEADLINE_EXCEEDED);
+    expect(isDeadlineError(error)).toBe(true);
+    await suite.server.hung[hungBefore].cancelled;
+    expect(clientSpan(kind).attributes['deadline.outcome']).toBe('unknown');
+  });
+
+  it('waiting for a connection that never completes: expired, as nothing was sent', async () => {
+    // Accepts TCP and never answers HTTP/2: grpc-js queues the call while it keeps connecting.
+    const sockets: net.Socket[] = [];
+    const silent = net.createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as net.AddressInfo;
+    const client = new suite.Echo(`127.0.0.1:${port}`, suite.grpc.credentials.createInsecure()) as unknown as typeof suite.client;
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 300, parent: null });
+    const { error } = await under(deadline, () => callKind(client, 'Unary', 'echo'));
+    deadline.dispose();
+    client.close();
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
+    expect(error?.code).toBe(suite.grpc.status.DEADLINE_EXCEEDED);
+    expect(isDeadlineError(error)).toBe(true);
+    const span = clientSpan('Unary');
+    expect(span.attributes['deadline.outcome']).toBe('expired');
+    expect(span.attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
   });
 });
 

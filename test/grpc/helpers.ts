@@ -102,8 +102,9 @@ function hang(server: EchoServer, kind: Kind, call: ServerCall): void {
 
 /**
  * The Echo service on 127.0.0.1 port 0. A message `hang` makes the handler
- * never answer (it is recorded in `hung`); anything else is answered with
- * the handler's Report.
+ * never answer (it is recorded in `hung`); `stream-then-hang` (streaming
+ * responses) sends one Report and then never ends; anything else is answered
+ * with the handler's Report.
  */
 export async function startEchoServer(grpc: GrpcJs, Echo: import('@grpc/grpc-js').ServiceClientConstructor): Promise<EchoServer> {
   const state: EchoServer = {
@@ -119,6 +120,13 @@ export async function startEchoServer(grpc: GrpcJs, Echo: import('@grpc/grpc-js'
     state.seen.push(snapshot(call));
     state.calls.push(call as unknown as import('node:events').EventEmitter);
     if (text === 'hang') return hang(state, kind, call);
+    if (text === 'stream-then-hang') {
+      // One message out, then nothing: a response stream the cutoff must interrupt midway.
+      return void report(call).then((r) => {
+        (call as unknown as { write(msg: unknown): void }).write({ text: JSON.stringify(r) });
+        hang(state, kind, call);
+      });
+    }
     void report(call).then(send);
   };
   const server = new grpc.Server();
@@ -200,7 +208,8 @@ export function callKind(
     const call = (kind === 'ServerStream' ? client.ServerStream({ text }, metadata, options) : client.Bidi(metadata, options)) as NodeJS.ReadWriteStream;
     let reply: { text: string } | null = null;
     call.on('data', (msg: { text: string }) => (reply = msg));
-    call.on('error', (error: CallResult['error']) => done(error));
+    // An error keeps what arrived before it: a stream cut midway.
+    call.on('error', (error: CallResult['error']) => done(error, reply));
     call.on('end', () => done(null, reply));
     if (kind === 'Bidi') {
       call.write({ text } as never);

@@ -1,7 +1,7 @@
 import { errorMonitor } from 'node:events';
 import { SpanKind } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
-import { DeadlineCancelledError } from '../../src';
+import { DeadlineCancelledError, DeadlineExceededError } from '../../src';
 import { sleep } from '../helpers/otel';
 import { callKind, expectFollowsGrpcDeadline, KINDS, useEchoSuite, type Kind } from './helpers';
 
@@ -126,6 +126,20 @@ describe('client cancellation', () => {
     const span = serverSpan(kind);
     expect(span.attributes['deadline.outcome']).toBe('cancelled');
     expect(span.attributes['deadline.abort.code']).toBe('CANCELLED');
+  });
+});
+
+describe("the caller's deadline passing", () => {
+  it("aborts the handler's deadline with DEADLINE_EXCEEDED, not CANCELLED", async () => {
+    const hungBefore = suite.server.hung.length;
+    // A caller without OpenTelemetry: only grpc-timeout, which grpc-js enforces on both sides.
+    const { error } = await callKind(suite.client, 'Unary', 'hang', { deadline: Date.now() + 300 });
+    expect(error?.code).toBe(suite.grpc.status.DEADLINE_EXCEEDED);
+    const reason = await suite.server.hung[hungBefore].deadlineAborted;
+    expect(reason).toBeInstanceOf(DeadlineExceededError);
+    const span = serverSpan('Unary');
+    expect(span.attributes['deadline.outcome']).toBe('expired');
+    expect(span.attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
   });
 });
 
