@@ -50,6 +50,8 @@ export class OutgoingCall {
   /** True once the request may have reached the server (its connection was up and it was being written). */
   sent = false;
   settled = false;
+  /** True once the call ended on its own (response and body all in), not by an abort. */
+  completed = false;
   private readonly callerSignal: AbortSignal | undefined;
   private spans: Span[] | undefined;
   private abortAction: ((reason: unknown) => void) | undefined;
@@ -122,6 +124,7 @@ export class OutgoingCall {
   settle(): void {
     if (this.settled) return;
     this.settled = true;
+    this.completed = true;
     this.detach();
     if (this.observe && this.deadline.remainingMs() <= 0) this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true }); // timer not run yet
   }

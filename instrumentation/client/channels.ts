@@ -7,7 +7,7 @@ import { CALL_KEY, IGNORED_CALL, type OutgoingCall } from './call';
 import { baggageWithoutDeadline, hasHeader, isDeadlineHeaderName, repeatsDeadlineHeader, settleUndiciRequestHeaders, stripDeadlineHeadersInList } from './headers';
 import { HEADER_BAGGAGE } from '../../src/attributes';
 import { RequestClassPatcher } from './request-class';
-import { checkBeforeNextWrite } from './socket-guard';
+import { checkBeforeNextWrite, clearPendingWrite } from './socket-guard';
 import { claimsEarlyReject, MAX_REPLY_BODY_BYTES, parseRejectBody, rawHeader } from './reply';
 import { undiciRequestUrl } from './undici-target';
 import type { ResolvedConfig } from '../config';
@@ -21,6 +21,8 @@ interface RequestState {
   call: OutgoingCall | undefined;
   /** undici's abort for this request on its connection, once it is about to be written. */
   abortWrite: ((reason: unknown) => void) | undefined;
+  /** The connection its headers went to, while a last check may be armed on it. */
+  socket: Socket | undefined;
   /** False for a request to a host outside `propagateTo`: it carries no deadline header, now or later. */
   propagate: boolean;
   /** The body so far of a reply whose headers claim an early reject; undefined for any other. */
@@ -43,6 +45,15 @@ type UndiciRequest = { headers?: unknown };
 function inGuardedCall(): boolean {
   const marker = context.active().getValue(CALL_KEY) as OutgoingCall | typeof IGNORED_CALL | undefined;
   return marker !== undefined && marker !== IGNORED_CALL && !marker.settled;
+}
+
+/** The request is over: its call lets go of it, and a last check still armed on its socket is dropped. */
+function closeRequest(request: object, state: RequestState): void {
+  const { call, socket } = state;
+  state.call = undefined;
+  state.socket = undefined;
+  if (socket !== undefined) clearPendingWrite(socket, request);
+  call?.requestClosed();
 }
 
 /**
@@ -107,12 +118,20 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
       if (size + bytes.length > MAX_REPLY_BODY_BYTES) state.replyBody = undefined;
       else state.replyBody.push(bytes);
     },
+    // The whole response has arrived: nothing is left on the network to cut.
+    // The call lets go here, before undici publishes the end of the request:
+    // a span ended by that message may read the deadline, and an abort
+    // reaching the call then would destroy a body the caller already holds
+    // whole (and may have finished reading, leaving no 'error' listener).
     beforeComplete: (request) => {
       const state = stateOf(request);
-      if (state?.replyBody === undefined) return;
-      const claim = parseRejectBody(Buffer.concat(state.replyBody));
-      state.replyBody = undefined;
-      if (claim !== undefined) state.call?.markRejectedByServer();
+      if (state === undefined) return;
+      if (state.replyBody !== undefined) {
+        const claim = parseRejectBody(Buffer.concat(state.replyBody));
+        state.replyBody = undefined;
+        if (claim !== undefined) state.call?.markRejectedByServer();
+      }
+      closeRequest(request, state);
     },
   });
 
@@ -128,14 +147,14 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     const involved = allowed !== undefined && (call !== undefined || (!isTracingSuppressed(ctx) && getDeadline(ctx) !== undefined));
     if (involved && !allowed(undiciRequestUrl(request))) {
       if (Array.isArray((request as UndiciRequest).headers)) stripDeadlineHeadersInList((request as UndiciRequest).headers as unknown[]);
-      (request as Tracked)[stateKey] = { headersSettled: true, propagate: false, call, abortWrite: undefined, replyBody: undefined };
+      (request as Tracked)[stateKey] = { headersSettled: true, propagate: false, call, abortWrite: undefined, socket: undefined, replyBody: undefined };
       call?.requestOpened();
       return;
     }
     const contextFor = () => (isTracingSuppressed(ctx) || getDeadline(ctx) === undefined ? undefined : ctx);
     const headersSettled = settleUndiciRequestHeaders(request, contextFor);
     if (!headersSettled && call === undefined) return;
-    (request as Tracked)[stateKey] = { headersSettled, propagate: true, call, abortWrite: undefined, replyBody: undefined };
+    (request as Tracked)[stateKey] = { headersSettled, propagate: true, call, abortWrite: undefined, socket: undefined, replyBody: undefined };
     call?.requestOpened();
   };
   // Published synchronously right before undici writes the headers: the last
@@ -151,7 +170,10 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     if (!call.observe && abortWrite !== undefined) {
       if (call.deadline.aborted) return abortWrite(call.deadline.abortReason);
       // undici still builds the header string before it writes: look once more inside the write.
-      if (socket !== undefined) checkBeforeNextWrite(socket, { deadline: call.deadline, abort: abortWrite, refused: () => (call.sent = false) });
+      if (socket !== undefined) {
+        state!.socket = socket;
+        checkBeforeNextWrite(socket, { owner: request, deadline: call.deadline, abort: abortWrite, refused: () => (call.sent = false) });
+      }
     }
     call.sent = true;
   };
@@ -168,11 +190,9 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     }
   };
   const onClosed = (message: unknown) => {
-    const state = stateOf((message as RequestMessage).request);
-    if (state?.call === undefined) return;
-    const { call } = state;
-    state.call = undefined;
-    call.requestClosed();
+    const { request } = message as RequestMessage;
+    const state = stateOf(request);
+    if (state !== undefined) closeRequest(request, state);
   };
 
   const subscriptions: [string, (message: unknown) => void][] = [

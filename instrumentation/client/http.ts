@@ -5,7 +5,7 @@ import { context } from '@opentelemetry/api';
 import { activeClientSpan, beginCall, recordRefusal } from './begin';
 import type { OutgoingCall } from './call';
 import type { ClientHost } from './host';
-import { checkBeforeNextWrite } from './socket-guard';
+import { checkBeforeNextWrite, clearPendingWrite } from './socket-guard';
 import { headersWithoutDeadline, setDeadlineHeadersInList, withDeadlineHeaders } from './headers';
 import { claimsEarlyReject, errorFromClaim, parseRejectBody } from './reply';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
@@ -94,9 +94,15 @@ function failQueuedRequest(request: http.ClientRequest): void {
 }
 
 function abortRequest(request: http.ClientRequest, reason: unknown): void {
+  // A request that is over may still name the kept-alive socket it used, now
+  // back in the agent's pool or serving another request: that one is not ours to destroy.
+  const socket = request.socket as (Socket & { _httpMessage?: unknown }) | null;
+  if (socket != null && socket._httpMessage !== request) return;
   const response = (request as unknown as { res?: http.IncomingMessage | null }).res;
+  // The whole response is in: nothing is left on the network, and the caller may still read it.
+  if (response?.complete === true) return;
   // Destroying the response first makes a reader of the body see our reason, not a generic "aborted".
-  if (response != null && !response.complete) response.destroy(reason as Error);
+  if (response != null) response.destroy(reason as Error);
   request.destroy(reason as Error);
   if (request.socket == null) failQueuedRequest(request);
 }
@@ -156,7 +162,8 @@ function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation
       // On a socket it already had, node:http builds the headers and then calls socket.write:
       // look once more in there. (A connecting socket flushes right after this 'connect' listener.)
       if (!call.observe && !connected) {
-        checkBeforeNextWrite(socket, { deadline: call.deadline, abort: (reason) => abortRequest(request, reason), refused: () => (call.sent = false) });
+        checkBeforeNextWrite(socket, { owner: request, deadline: call.deadline, abort: (reason) => abortRequest(request, reason), refused: () => (call.sent = false) });
+        request.once('close', () => clearPendingWrite(socket, request));
       }
       call.sent = true;
       if (!call.hasBody) call.hasBody = hasBodyHeaders(request);

@@ -23,7 +23,15 @@ export class DeadlineSignalView {
   /** Any further listeners: undici registers one, so this stays undefined. */
   private more: Map<Listener, () => void> | undefined;
 
-  constructor(private readonly deadline: Deadline) {}
+  /**
+   * `call`, when given, is the call the view stands for: once it has completed
+   * (the whole response is in), a later abort of the deadline no longer
+   * reaches undici, which would otherwise destroy a body the caller holds whole.
+   */
+  constructor(
+    private readonly deadline: Deadline,
+    private readonly call?: { readonly completed: boolean },
+  ) {}
 
   get aborted(): boolean {
     return this.deadline.aborted;
@@ -38,7 +46,7 @@ export class DeadlineSignalView {
     if (listener === this.listener || this.more?.has(listener)) return;
     const notify = () => {
       this.forget(listener);
-      listener.call(this, ABORT_EVENT);
+      if (this.call?.completed !== true) listener.call(this, ABORT_EVENT);
     };
     // Registered before subscribing: a deadline that has already aborted notifies at once.
     if (this.listener === undefined) {

@@ -20,6 +20,8 @@ import type { Deadline } from '../../src/deadline';
 
 /** What to do if the next write on a socket comes after the cutoff. */
 interface PendingWrite {
+  /** The request the next write belongs to. */
+  owner: object;
   deadline: Deadline;
   /** Called with the abort reason instead of the write, after `refused`. */
   abort: (reason: unknown) => void;
@@ -30,7 +32,7 @@ interface PendingWrite {
 const PENDING = Symbol('otel-deadline.pending-write');
 const WRAPPED = Symbol('otel-deadline.write-guard');
 
-type GuardedSocket = Socket & { [PENDING]?: PendingWrite; [WRAPPED]?: true };
+type GuardedSocket = Socket & { [PENDING]?: PendingWrite; [WRAPPED]?: true; _httpMessage?: unknown };
 
 /** Arms the check for the next `socket.write`, which carries the request line and headers. */
 export function checkBeforeNextWrite(socket: Socket, pending: PendingWrite): void {
@@ -41,7 +43,8 @@ export function checkBeforeNextWrite(socket: Socket, pending: PendingWrite): voi
   const write = guarded.write;
   guarded.write = function (this: GuardedSocket, ...args: unknown[]): boolean {
     const next = this[PENDING];
-    if (next !== undefined) {
+    // A node:http socket names the request it is writing for: a guard left by an earlier one is stale.
+    if (next !== undefined && (this._httpMessage == null || this._httpMessage === next.owner)) {
       this[PENDING] = undefined;
       // remainingMs() reads the clock without aborting anything: the caller is told it was
       // not written before the abort reaches it, so the outcome says `expired`, not `unknown`.
@@ -55,7 +58,8 @@ export function checkBeforeNextWrite(socket: Socket, pending: PendingWrite): voi
   } as Socket['write'];
 }
 
-/** Disarms a check that was not needed (the write went elsewhere, or the request was aborted first). */
-export function clearPendingWrite(socket: Socket): void {
-  (socket as GuardedSocket)[PENDING] = undefined;
+/** Disarms `owner`'s check if it is still armed: the request is over, and the socket may serve another. */
+export function clearPendingWrite(socket: Socket, owner: object): void {
+  const guarded = socket as GuardedSocket;
+  if (guarded[PENDING]?.owner === owner) guarded[PENDING] = undefined;
 }

@@ -200,7 +200,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
         // undici subscribes to the view and unsubscribes once the response
         // body is done, like with a signal: no AbortSignal per call.
         call.arm((reason) => failNow?.(reason));
-        signal = new DeadlineSignalView(call.deadline);
+        signal = new DeadlineSignalView(call.deadline, call);
       } else {
         const controller = new AbortController();
         call.arm((reason) => {

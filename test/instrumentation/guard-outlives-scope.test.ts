@@ -31,8 +31,9 @@ let responses: SlowResponse[] = [];
 /** Required after the instrumentation is enabled, as an application loads it (an ESM import needs the register entry's loader hook). */
 let undici: typeof import('undici');
 
-/** Streams a chunk every 50 ms for SLOW_MS (`/drip`), or answers once after SLOW_MS (`/slow`). */
+/** Streams a chunk every 50 ms for SLOW_MS (`/drip`), answers once after SLOW_MS (`/slow`), or at once (`/small`). */
 function slowHandler(req: IncomingMessage, res: ServerResponse): void {
+  if (req.url === '/small') return void res.end('small body');
   let done!: (finished: boolean) => void;
   responses.push({ closed: new Promise((resolve) => (done = resolve)) });
   const timers: NodeJS.Timeout[] = [];
@@ -105,6 +106,39 @@ describe('a body read after the scope that made the call', () => {
     const sink = new Writable({ write: (_chunk, _encoding, next) => next() });
     await expect(pipeline(res, sink)).rejects.toBeInstanceOf(Error);
     expect(await closedResponse()).toBe(false);
+  });
+});
+
+describe('a response that arrived whole before the cutoff', () => {
+  /** Waits until `root`'s budget has certainly passed, however late the timers run. */
+  const pastBudget = async (startedAt: number) => {
+    while (performance.now() - startedAt <= BUDGET_MS) await new Promise((resolve) => setTimeout(resolve, BUDGET_MS));
+  };
+
+  it('fetch: is still read in full after the cutoff', async () => {
+    const startedAt = performance.now();
+    const res = await withDeadline(root, () => fetch(`${slow.url}/small`));
+    await pastBudget(startedAt);
+    expect(await res.text()).toBe('small body');
+  });
+
+  it('undici.request: is still read in full after the cutoff', async () => {
+    const startedAt = performance.now();
+    const res = await withDeadline(root, () => undici.request(`${slow.url}/small`));
+    await pastBudget(startedAt);
+    expect(await res.body.text()).toBe('small body');
+  });
+
+  it('http.get: is still read in full after the cutoff', async () => {
+    const startedAt = performance.now();
+    const res = await withDeadline(
+      root,
+      () => new Promise<IncomingMessage>((resolve, reject) => http.get(`${slow.url}/small`, resolve).once('error', reject)),
+    );
+    await pastBudget(startedAt);
+    let body = '';
+    for await (const chunk of res) body += String(chunk);
+    expect(body).toBe('small body');
   });
 });
 
