@@ -8,7 +8,8 @@ import { baggageWithoutDeadline, hasHeader, isDeadlineHeaderName, repeatsDeadlin
 import { HEADER_BAGGAGE } from '../../src/attributes';
 import { RequestClassPatcher } from './request-class';
 import { checkBeforeNextWrite, clearPendingWrite } from './socket-guard';
-import { claimsEarlyReject, MAX_REPLY_BODY_BYTES, parseRejectBody, rawHeader } from './reply';
+import { claimsEarlyReject, rawHeader } from './reply';
+import { watchRejectBody } from './reply-watch';
 import { undiciRequestUrl } from './undici-target';
 import type { ResolvedConfig } from '../config';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
@@ -25,8 +26,6 @@ interface RequestState {
   socket: Socket | undefined;
   /** False for a request to a host outside `propagateTo`: it carries no deadline header, now or later. */
   propagate: boolean;
-  /** The body so far of a reply whose headers claim an early reject; undefined for any other. */
-  replyBody: Buffer[] | undefined;
 }
 
 interface RequestMessage {
@@ -40,6 +39,22 @@ interface ResponseMessage extends RequestMessage {
 }
 
 type UndiciRequest = { headers?: unknown };
+
+/**
+ * For a request to a host off the `propagateTo` list: whether to drop one
+ * `addHeader` of a deadline header. x-deadline-* always; a baggage line is
+ * added again without our entry (pushed here: undici's addHeader appends),
+ * unless nothing else is in it or the request has a baggage line already (a
+ * redirect hop carries the first hop's).
+ */
+function dropOffList(request: UndiciRequest, name: unknown, value: unknown): boolean {
+  if (String(name).toLowerCase() !== HEADER_BAGGAGE) return true;
+  const kept = baggageWithoutDeadline(value);
+  if (kept === value) return false;
+  if (kept === undefined || !Array.isArray(request.headers) || hasHeader(request.headers, HEADER_BAGGAGE)) return true;
+  request.headers.push(name, kept);
+  return true;
+}
 
 /** True while a guarded call (ours, with the deadline headers in its options) is being dispatched. */
 function inGuardedCall(): boolean {
@@ -77,22 +92,13 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     dropHeader: (request, name, value) => {
       if (!isDeadlineHeaderName(name)) return false;
       const state = stateOf(request);
-      // Off the list: x-deadline-* never; a baggage line without our entry
-      // (rewriteHeader), unless one is there already (a redirect hop keeps the first hop's).
-      if (state?.propagate === false) {
-        if (String(name).toLowerCase() !== HEADER_BAGGAGE || baggageWithoutDeadline(value) === undefined) return true;
-        return hasHeader((request as UndiciRequest).headers, HEADER_BAGGAGE);
-      }
+      if (state?.propagate === false) return dropOffList(request as UndiciRequest, name, value);
       if (state?.headersSettled === true) return true;
       // A subscriber ahead of ours (instrumentation-undici registered before
       // us) injects through a global propagator while the request is being
       // created: for a guarded call, whose options carried the headers, that
       // is a repeat. Dropped now, the list needs no rewrite in onCreate.
       return inGuardedCall() && repeatsDeadlineHeader((request as UndiciRequest).headers, name, value);
-    },
-    rewriteHeader: (request, name, value) => {
-      if (stateOf(request)?.propagate !== false || !isDeadlineHeaderName(name)) return value;
-      return baggageWithoutDeadline(value);
     },
     // undici calls a request's `onConnect` right before writing it. A request
     // can get there after its cutoff: it waited for a busy connection while a
@@ -107,17 +113,6 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
       state!.abortWrite = abort;
       return call.deadline.aborted ? call.deadline.abortReason : undefined;
     },
-    // The transport's span ends in the trailers channel, before the caller
-    // reads the body: an early reject is judged here, on the body undici
-    // received, so that `not_started` lands on that span only when believed.
-    onBodyChunk: (request, chunk) => {
-      const state = stateOf(request);
-      if (state?.replyBody === undefined) return;
-      const size = state.replyBody.reduce((total, bytes) => total + bytes.length, 0);
-      const bytes = Buffer.from(chunk as Uint8Array);
-      if (size + bytes.length > MAX_REPLY_BODY_BYTES) state.replyBody = undefined;
-      else state.replyBody.push(bytes);
-    },
     // The whole response has arrived: nothing is left on the network to cut.
     // The call lets go here, before undici publishes the end of the request:
     // a span ended by that message may read the deadline, and an abort
@@ -126,11 +121,6 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     beforeComplete: (request) => {
       const state = stateOf(request);
       if (state === undefined) return;
-      if (state.replyBody !== undefined) {
-        const claim = parseRejectBody(Buffer.concat(state.replyBody));
-        state.replyBody = undefined;
-        if (claim !== undefined) state.call?.markRejectedByServer();
-      }
       closeRequest(request, state);
     },
   });
@@ -147,14 +137,14 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     const involved = allowed !== undefined && (call !== undefined || (!isTracingSuppressed(ctx) && getDeadline(ctx) !== undefined));
     if (involved && !allowed(undiciRequestUrl(request))) {
       if (Array.isArray((request as UndiciRequest).headers)) stripDeadlineHeadersInList((request as UndiciRequest).headers as unknown[]);
-      (request as Tracked)[stateKey] = { headersSettled: true, propagate: false, call, abortWrite: undefined, socket: undefined, replyBody: undefined };
+      (request as Tracked)[stateKey] = { headersSettled: true, propagate: false, call, abortWrite: undefined, socket: undefined };
       call?.requestOpened();
       return;
     }
     const contextFor = () => (isTracingSuppressed(ctx) || getDeadline(ctx) === undefined ? undefined : ctx);
     const headersSettled = settleUndiciRequestHeaders(request, contextFor);
     if (!headersSettled && call === undefined) return;
-    (request as Tracked)[stateKey] = { headersSettled, propagate: true, call, abortWrite: undefined, socket: undefined, replyBody: undefined };
+    (request as Tracked)[stateKey] = { headersSettled, propagate: true, call, abortWrite: undefined, socket: undefined };
     call?.requestOpened();
   };
   // Published synchronously right before undici writes the headers: the last
@@ -177,16 +167,17 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     }
     call.sent = true;
   };
-  // Headers that claim an early reject start collecting the body (see onBodyChunk).
+  // The transport's span ends in the trailers channel, before the caller reads
+  // the body: an early reject is judged on the body undici receives, so that
+  // `not_started` lands on that span only when the reply is believed.
   const onResponseHeaders = (message: unknown) => {
     const { request, response } = message as ResponseMessage;
-    const state = stateOf(request);
-    const call = state?.call;
+    const call = stateOf(request)?.call;
     if (call === undefined || call.observe || response === undefined) return;
     const raw = response.headers;
     const info = { transport: call.transport, method: call.method, url: undiciRequestUrl(request), statusCode: Number(response.statusCode) };
     if (claimsEarlyReject(settings(), info, rawHeader(raw, HEADER_DEADLINE_EXPIRED), rawHeader(raw, 'content-length'))) {
-      state!.replyBody = [];
+      watchRejectBody(request, () => call.markRejectedByServer());
     }
   };
   const onClosed = (message: unknown) => {

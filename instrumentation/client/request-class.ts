@@ -11,16 +11,12 @@ type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 export interface RequestClassHooks {
   /** Return true to drop an `addHeader(name, value)` call (undici's addHeader appends, it never replaces). */
   dropHeader(request: object, name: unknown, value: unknown): boolean;
-  /** The value to add instead, for a header that was not dropped. */
-  rewriteHeader?(request: object, name: unknown, value: unknown): unknown;
   /**
    * Runs when undici is about to write the request on a connection, with the
    * function that aborts it there (undici's own, from `onConnect`). A reason
    * returned here aborts the request at once, so undici never writes it.
    */
   beforeWrite(request: object, abort: (reason: unknown) => void): unknown;
-  /** Sees each response body chunk as undici receives it, before the caller reads it. */
-  onBodyChunk?(request: object, chunk: unknown): void;
   /** Runs when the response is complete, before the `undici:request:trailers` channel (where span ends happen). */
   beforeComplete?(request: object): void;
 }
@@ -46,12 +42,11 @@ export class RequestClassPatcher {
     this.seen.add(proto);
     const isActive = () => this.active;
     const { hooks } = this;
-    const { rewriteHeader } = hooks;
     this.wrap(proto, 'addHeader', (original) =>
       function (this: unknown, name: unknown, value: unknown) {
         if (!isActive()) return original.call(this, name, value);
         if (hooks.dropHeader(this as object, name, value)) return this;
-        return original.call(this, name, rewriteHeader === undefined ? value : rewriteHeader.call(hooks, this as object, name, value));
+        return original.call(this, name, value);
       },
     );
     // undici hands onConnect the function that aborts this request; called
@@ -67,15 +62,7 @@ export class RequestClassPatcher {
         return result;
       },
     );
-    const { onBodyChunk, beforeComplete } = hooks;
-    if (onBodyChunk !== undefined) {
-      this.wrap(proto, 'onData', (original) =>
-        function (this: unknown, chunk: unknown) {
-          if (isActive()) onBodyChunk.call(hooks, this as object, chunk);
-          return original.call(this, chunk);
-        },
-      );
-    }
+    const { beforeComplete } = hooks;
     if (beforeComplete !== undefined) {
       this.wrap(proto, 'onComplete', (original) =>
         function (this: unknown, ...args: unknown[]) {
