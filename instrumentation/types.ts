@@ -28,10 +28,12 @@ export interface IncomingGrpcCallInfo {
 
 /** What an early-reject reply looks like to `trustReply`. */
 export interface ReplyInfo {
-  transport: 'fetch' | 'undici' | 'http';
+  transport: 'fetch' | 'undici' | 'http' | 'grpc';
+  /** The HTTP method; for gRPC the full method path, `/package.Service/Method`. */
   method: string;
-  /** The URL that answered (after redirects, for fetch), when known. */
+  /** The URL that answered (after redirects, for fetch), when known; for gRPC the channel target's host, as an https: URL. */
   url: string | undefined;
+  /** The HTTP status; for gRPC the gRPC status code (4, DEADLINE_EXCEEDED). */
   statusCode: number;
 }
 

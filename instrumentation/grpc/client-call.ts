@@ -2,6 +2,7 @@ import { SpanKind, type Span } from '@opentelemetry/api';
 import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason } from '../../src/errors';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
+import { errorFromClaim } from '../client/reply';
 import { ATTR_DEADLINE_WOULD_ABORT } from '../names';
 import {
   GRPC_CANCELLED,
@@ -12,6 +13,7 @@ import {
   type GrpcMetadata,
   type GrpcStatus,
 } from './grpc-types';
+import { refusalClaimOf } from './refusal';
 import { endRpcSpan } from './spans';
 import { markStatusWith } from './status-error';
 
@@ -40,6 +42,8 @@ export interface ClientGuardInit {
   channel: GrpcChannel;
   /** Writes the deadline metadata into the call's outgoing metadata. */
   inject(metadata: GrpcMetadata): void;
+  /** Whether to believe this peer's refusal (`trustReply`); asked only for a status that claims one. */
+  trustsRefusal(): boolean;
 }
 
 /**
@@ -154,7 +158,12 @@ export class GuardedCall implements ChannelCall, CallListener {
     const { deadline, observe, span } = this.init;
     let reason = this.reason;
     let sent = this.sentAtAbort;
-    if (reason === NONE && !observe && this.init.clampedByUs && status.code === GRPC_DEADLINE_EXCEEDED && deadline.remainingMs() <= OWN_TIMER_SLACK_MS) {
+    const claim = reason === NONE ? refusalClaimOf(status) : undefined;
+    if (claim !== undefined && this.init.trustsRefusal()) {
+      // The server refused before running anything: the call never started there.
+      markStatusWith(status, errorFromClaim(this.operation, deadline, claim));
+      this.record({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: claim.code });
+    } else if (reason === NONE && !observe && this.init.clampedByUs && status.code === GRPC_DEADLINE_EXCEEDED && deadline.remainingMs() <= OWN_TIMER_SLACK_MS) {
       const abortReason = deadline.aborted ? deadline.abortReason : undefined;
       reason = abortCodeOf(abortReason) === 'DEADLINE_EXCEEDED' ? abortReason : new DeadlineExceededError(this.operation, deadline.expiresAtMs);
       sent = this.mayHaveSent();

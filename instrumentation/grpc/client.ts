@@ -89,6 +89,7 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
         span,
         ownSpan: covering === undefined,
         channel: this,
+        trustsRefusal: () => settings.trustsReply({ transport: 'grpc', method, url: grpcTargetUrl(this.getTarget()), statusCode: GRPC_DEADLINE_EXCEEDED }),
         inject: propagates(settings.propagatesTo, this)
           ? (metadata) => injectDeadline(metadata, ctx, active, covering === undefined ? span : undefined, clampedByUs ? Infinity : own)
           : (metadata) => injectWithoutDeadline(metadata, ctx, covering === undefined ? span : undefined),

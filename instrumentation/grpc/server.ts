@@ -3,6 +3,7 @@ import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
 import { DeadlineNode } from '../../src/deadline';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
+import type { RejectClaim } from '../client/reply';
 import type { ResolvedConfig } from '../config';
 import { ATTR_DEADLINE_WOULD_REJECT, HEADER_DEADLINE_EXPIRED } from '../names';
 import { budgetFromWire, fromExtracted, rejectionFor, type IncomingBudget, type RejectCode } from '../server/admission';
@@ -18,6 +19,7 @@ import {
   type ServerCallLike,
 } from './grpc-types';
 import { SERVER_CALL_GETTER } from './metadata';
+import { refusalDetails } from './refusal';
 import { ServerCallLifecycle } from './server-call';
 import { callerContext, coveringSpan, endRpcSpan, startRpcSpan } from './spans';
 
@@ -131,7 +133,7 @@ function runGuarded(
     } else {
       span.setAttributes({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: rejection });
       span.setStatus({ code: SpanStatusCode.ERROR, message: rejection });
-      refuseCall(kind, call, callback, refusalDetails(rejection, budget, settings.minUsefulMs), Metadata);
+      refuseCall(kind, call, callback, refusalDetails(claimOf(rejection, budget, settings.minUsefulMs)), Metadata);
       if (covering === undefined) endRpcSpan(span, GRPC_DEADLINE_EXCEEDED, SpanKind.SERVER);
       return undefined;
     }
@@ -162,10 +164,9 @@ function runGuarded(
   }
 }
 
-/** The status message of a refusal: it names the refusal and the numbers behind it (no caller data). */
-export function refusalDetails(rejection: RejectCode, budget: IncomingBudget, minUsefulMs: number): string {
-  if (rejection === 'DEADLINE_EXCEEDED') return 'otel-deadline refused the call: its deadline had passed on arrival (DEADLINE_EXCEEDED)';
-  return `otel-deadline refused the call: ${Math.floor(budget.remainingMs)} ms left on arrival, below minUsefulMs ${minUsefulMs} (INSUFFICIENT_BUDGET)`;
+/** What the refusal tells the caller: the code, and for INSUFFICIENT_BUDGET the two numbers behind it. */
+function claimOf(rejection: RejectCode, budget: IncomingBudget, minUsefulMs: number): RejectClaim {
+  return rejection === 'DEADLINE_EXCEEDED' ? { code: rejection } : { code: rejection, neededMs: minUsefulMs, remainingMs: budget.remainingMs };
 }
 
 /**

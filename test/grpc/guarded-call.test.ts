@@ -25,6 +25,7 @@ describe('GuardedCall', () => {
       ownSpan: false,
       channel: { getTarget: () => 'target' },
       inject: () => {},
+      trustsRefusal: () => true,
     }) as unknown as FutureCall;
     expect('getDeadlineInfo' in guarded).toBe(false);
     delegateUnknownMethods(call);

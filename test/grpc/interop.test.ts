@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import http2 from 'node:http2';
 import { join } from 'node:path';
-import { context } from '@opentelemetry/api';
+import { context, SpanKind } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDeadline, setDeadline } from '../../src';
-import { callKind, expectFollowsGrpcDeadline, useEchoSuite, type Report } from './helpers';
+import { InsufficientBudgetError, isDeadlineError, openDeadline, setDeadline } from '../../src';
+import { callKind, expectFollowsGrpcDeadline, newClient, useEchoSuite, type Report } from './helpers';
 
 const suite = useEchoSuite();
 const peer = join(__dirname, 'fixtures', 'plain-peer.cjs');
@@ -55,7 +55,6 @@ describe('our client calling a plain grpc-js server', () => {
   });
 
   it('shows the server the clamped deadline in call.getDeadline()', async () => {
-    const { newClient } = await import('./helpers');
     const client = newClient(suite.grpc, suite.Echo, address);
     const deadline = openDeadline({ operation: 'parent', timeoutMs: 5_000, parent: null });
     const { error, reply } = await context.with(setDeadline(context.active(), deadline), () =>
@@ -68,6 +67,60 @@ describe('our client calling a plain grpc-js server', () => {
     expect(reply!.grpcDeadline!).toBeGreaterThanOrEqual(Math.floor(deadline.expiresAtMs) - 1);
     expect(reply!.grpcDeadline!).toBeLessThan(deadline.expiresAtMs + 1_000);
     expect(reply!.atMsHeader).toBe(String(Math.floor(deadline.expiresAtMs)));
+  });
+});
+
+describe('an otel-deadline server in another process refusing our call', () => {
+  let server: ChildProcess;
+  let client: ReturnType<typeof newClient>;
+  beforeAll(async () => {
+    // The plain peer under the register entry: an otel-deadline server that refuses calls with less than 10 s.
+    server = spawn(process.execPath, ['--require', 'otel-deadline/register', peer, 'server'], {
+      cwd: join(__dirname, '..', '..'),
+      env: { PATH: process.env.PATH ?? '', OTEL_DEADLINE_MIN_USEFUL_MS: '10000', OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' },
+      stdio: ['pipe', 'pipe', 'ignore'],
+    });
+    const port = await new Promise<number>((resolve, reject) => {
+      server.once('error', reject);
+      server.stdout!.once('data', (chunk: Buffer) => resolve((JSON.parse(String(chunk)) as { port: number }).port));
+    });
+    client = newClient(suite.grpc, suite.Echo, `127.0.0.1:${port}`);
+  });
+  afterAll(async () => {
+    client.close();
+    const closed = new Promise((resolve) => server.once('close', resolve));
+    server.stdin!.end();
+    await closed;
+  });
+
+  async function callUnder5s() {
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 5_000, parent: null });
+    const result = await context.with(setDeadline(context.active(), deadline), () => callKind(client, 'Unary', 'echo'));
+    deadline.dispose();
+    const span = suite.otel.spans().find((s) => s.name === 'test.Echo/Unary' && s.kind === SpanKind.CLIENT);
+    return { ...result, span };
+  }
+
+  it('believes the refusal of a trusted peer: not_started, and an error that is a deadline error', async () => {
+    const { error, span } = await callUnder5s();
+    expect(error?.code).toBe(suite.grpc.status.DEADLINE_EXCEEDED);
+    expect(error?.details).toMatch(/below minUsefulMs 10000 \(INSUFFICIENT_BUDGET\)/);
+    expect(isDeadlineError(error)).toBe(true);
+    const cause = (error as { cause?: unknown }).cause as InsufficientBudgetError;
+    expect(cause).toBeInstanceOf(InsufficientBudgetError);
+    expect(cause.neededMs).toBe(10_000);
+    expect(span!.attributes['deadline.outcome']).toBe('not_started');
+    expect(span!.attributes['deadline.abort.code']).toBe('INSUFFICIENT_BUDGET');
+  });
+
+  it('takes the same status from a peer trustReply does not trust as an ordinary one', async () => {
+    const asked: unknown[] = [];
+    suite.instrumentation.setConfig({ trustReply: (reply) => (asked.push(reply), false) });
+    const { error, span } = await callUnder5s();
+    expect(error?.code).toBe(suite.grpc.status.DEADLINE_EXCEEDED);
+    expect(isDeadlineError(error)).toBe(false);
+    expect(span!.attributes['deadline.outcome']).not.toBe('not_started');
+    expect(asked).toEqual([{ transport: 'grpc', method: '/test.Echo/Unary', url: expect.stringMatching(/^https:\/\/127\.0\.0\.1:\d+\/$/), statusCode: 4 }]);
   });
 });
 
