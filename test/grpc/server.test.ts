@@ -1,7 +1,7 @@
 import { errorMonitor } from 'node:events';
-import { SpanKind } from '@opentelemetry/api';
+import { context, SpanKind } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
-import { DeadlineCancelledError, DeadlineExceededError } from '../../src';
+import { DeadlineCancelledError, DeadlineExceededError, openDeadline, setDeadline } from '../../src';
 import { sleep } from '../helpers/otel';
 import { callKind, expectFollowsGrpcDeadline, KINDS, useEchoSuite, type Kind } from './helpers';
 
@@ -132,11 +132,16 @@ describe('client cancellation', () => {
 describe("the caller's deadline passing", () => {
   it("aborts the handler's deadline with DEADLINE_EXCEEDED, not CANCELLED", async () => {
     const hungBefore = suite.server.hung.length;
-    // A caller without OpenTelemetry: only grpc-timeout, which grpc-js enforces on both sides.
-    const { error } = await callKind(suite.client, 'Unary', 'hang', { deadline: Date.now() + 300 });
+    // An otel-deadline caller: its metadata carries the absolute cutoff, so the
+    // server knows the cutoff has passed when the caller's cancel arrives.
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 300, parent: null });
+    const { error } = await context.with(setDeadline(context.active(), deadline), () => callKind(suite.client, 'Unary', 'hang'));
+    deadline.dispose();
     expect(error?.code).toBe(suite.grpc.status.DEADLINE_EXCEEDED);
     const reason = await suite.server.hung[hungBefore].deadlineAborted;
     expect(reason).toBeInstanceOf(DeadlineExceededError);
+    // The span ends when grpc-js reports the call cancelled, which may come after the cutoff's timer.
+    await suite.server.hung[hungBefore].cancelled;
     const span = serverSpan('Unary');
     expect(span.attributes['deadline.outcome']).toBe('expired');
     expect(span.attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
