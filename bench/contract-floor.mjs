@@ -18,27 +18,58 @@
 //   must be aborted at the cutoff);
 // - a 'close' listener on each server response (a caller's disconnect must
 //   cancel the work).
+//
+// Each piece can be left out (`omit`, a set read on every request), so that
+// the instruction benchmark can price it as the difference from the whole
+// floor (bench/http-instructions):
+// - 'histogram': no histogram record at all;
+// - 'client-histogram': the record on hop-entry spans (server, consumer) only;
+// - 'headers': inject writes none of the three headers (the next hop then
+//   takes its deadline from a constant instead of the wire: same spans, same
+//   attributes, no header work);
+// - 'baggage': inject writes no `baggage` header (no serialize, no parse);
+// - 'attributes': no per-span state and no attribute writes;
+// - 'timer': no timer per outgoing call;
+// - 'close': no 'close' listener per response;
+// - 'context': the deadline kept in a module variable instead of an OTel
+//   context entry (wrong under concurrency; only to price the entry).
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
 
 const DEADLINE = Symbol('contract-floor deadline');
+/** Where the deadline goes when the 'context' piece is left out. */
+let outsideContext;
+
+export const FLOOR_PIECES = Object.freeze(['histogram', 'client-histogram', 'headers', 'baggage', 'attributes', 'timer', 'close', 'context']);
+
+function deadlineIn(ctx, omit) {
+  return omit.has('context') ? outsideContext : ctx.getValue(DEADLINE);
+}
 
 /** A TextMapPropagator that carries a cutoff and nothing else. */
 export class FloorPropagator {
+  constructor(omit = new Set()) {
+    this.omit = omit;
+  }
+
   inject(ctx, carrier, setter) {
-    const deadline = ctx.getValue(DEADLINE);
-    if (deadline === undefined) return;
+    const deadline = deadlineIn(ctx, this.omit);
+    if (deadline === undefined || this.omit.has('headers')) return;
     const atMs = String(Math.floor(deadline.atMs));
     setter.set(carrier, 'x-deadline-remaining-ms', String(Math.floor(deadline.atMs - Date.now())));
     setter.set(carrier, 'x-deadline-at-ms', atMs);
-    setter.set(carrier, 'baggage', `deadline.at_ms=${atMs}`);
+    if (!this.omit.has('baggage')) setter.set(carrier, 'baggage', `deadline.at_ms=${atMs}`);
   }
 
   extract(ctx, carrier, getter) {
-    const remaining = Number(getter.get(carrier, 'x-deadline-remaining-ms'));
+    // Without headers on the wire, the hop behind still runs under a deadline (see 'headers').
+    const remaining = this.omit.has('headers') ? 5000 : Number(getter.get(carrier, 'x-deadline-remaining-ms'));
     if (!(remaining >= 0)) return ctx;
-    return ctx.setValue(DEADLINE, { atMs: Date.now() + remaining, cutoff: performance.now() + remaining });
+    const deadline = { atMs: Date.now() + remaining, cutoff: performance.now() + remaining };
+    if (!this.omit.has('context')) return ctx.setValue(DEADLINE, deadline);
+    outsideContext = deadline;
+    return ctx;
   }
 
   fields() {
@@ -48,18 +79,21 @@ export class FloorPropagator {
 
 /** The histogram record at start and the eight end attributes, for spans under a deadline. */
 export class FloorSpanProcessor {
-  constructor() {
+  constructor(omit = new Set()) {
     const { metrics, SpanKind } = require('@opentelemetry/api');
+    this.omit = omit;
     this.kinds = { [SpanKind.SERVER]: { 'span.kind': 'server' }, [SpanKind.CLIENT]: { 'span.kind': 'client' }, [SpanKind.INTERNAL]: { 'span.kind': 'internal' } };
+    this.entryKinds = new Set([SpanKind.SERVER, SpanKind.CONSUMER]);
     this.metrics = metrics;
     this.stateKey = Symbol('contract-floor span');
   }
 
   onStart(span, parentContext) {
-    const deadline = parentContext.getValue(DEADLINE);
+    const deadline = deadlineIn(parentContext, this.omit);
     if (deadline === undefined) return;
     const remaining = deadline.cutoff - performance.now();
-    span[this.stateKey] = { deadline, remaining };
+    if (!this.omit.has('attributes')) span[this.stateKey] = { deadline, remaining };
+    if (this.omit.has('histogram') || (this.omit.has('client-histogram') && !this.entryKinds.has(span.kind))) return;
     this.histogram ??= this.metrics.getMeterProvider().getMeter('contract-floor').createHistogram('deadline.remaining');
     this.histogram.record(remaining, this.kinds[span.kind] ?? this.kinds[0], parentContext);
   }
@@ -92,17 +126,17 @@ export class FloorSpanProcessor {
 }
 
 /** The per-request pieces outside OTel's hooks: a 'close' listener per response, a timer per outgoing call. */
-export function floorHooks(api) {
+export function floorHooks(api, omit = new Set()) {
   const noop = () => {};
   return {
     /** Wraps a request listener. */
     serve: (handler) => (req, res) => {
-      res.once('close', noop);
+      if (!omit.has('close')) res.once('close', noop);
       return handler(req, res);
     },
     /** Before an outgoing call: its abort timer, if a deadline is active. */
     startCall() {
-      if (api.context.active().getValue(DEADLINE) === undefined) return undefined;
+      if (omit.has('timer') || deadlineIn(api.context.active(), omit) === undefined) return undefined;
       const timer = setTimeout(noop, 5000);
       timer.unref();
       return timer;

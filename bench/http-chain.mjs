@@ -6,7 +6,10 @@
 // 'processor' (DeadlineSpanProcessor) and 'instrumentation' (DeadlineInstrumentation,
 // with its request hooks passed to the http and undici instrumentations).
 // 'floor' instead adds bare stand-ins for the least work the deadline contract
-// itself requires (bench/contract-floor.mjs), for comparison.
+// itself requires (bench/contract-floor.mjs), for comparison; '-piece' entries
+// leave pieces of it out. 'bare' is the same two servers and undici.request
+// with no OpenTelemetry at all: what OTel itself adds is the plain chain minus
+// this one.
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
@@ -23,9 +26,17 @@ const EXPORT_DELAY_MS = Number(process.env.BENCH_CHAIN_EXPORT_DELAY_MS ?? 5_000)
 /** Spans per export batch; a full batch leaves at once. The instruction count uses the SDK default, 512. */
 const EXPORT_BATCH = Number(process.env.BENCH_CHAIN_EXPORT_BATCH ?? 4_096);
 
+/**
+ * The pieces of the contract floor left out (bench/contract-floor.mjs), read
+ * on every request: the instruction benchmark changes it between segments of
+ * one run.
+ */
+export const floorOmissions = new Set();
+
 /** Starts the SDK and both servers; resolves with the front server's port. */
 export async function startChain(parts) {
   const has = (part) => parts.includes(part);
+  if (has('bare')) return serveChain(undefined);
   const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = require('@opentelemetry/core');
   const { NodeSDK } = require('@opentelemetry/sdk-node');
   const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
@@ -33,18 +44,21 @@ export async function startChain(parts) {
   const { UndiciInstrumentation } = require('@opentelemetry/instrumentation-undici');
   const lib = require('../dist/cjs/src/index.js');
   const floor = has('floor') ? await import('./contract-floor.mjs') : undefined;
-  const floorHooks = floor?.floorHooks(require('@opentelemetry/api'));
+  // Pieces of the floor left out, as '-piece' entries of `parts` (see contract-floor.mjs).
+  const omit = floorOmissions;
+  for (const part of parts) if (part.startsWith('-')) omit.add(part.slice(1));
+  const floorHooks = floor?.floorHooks(require('@opentelemetry/api'), omit);
 
   const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
   const deadline = has('instrumentation') ? new lib.DeadlineInstrumentation() : undefined;
   const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
   if (has('propagator')) propagators.push(new lib.DeadlinePropagator());
-  if (floor) propagators.push(new floor.FloorPropagator());
+  if (floor) propagators.push(new floor.FloorPropagator(omit));
   const sdk = new NodeSDK({
     textMapPropagator: new CompositePropagator({ propagators }),
     spanProcessors: [
       ...(has('processor') ? [new lib.DeadlineSpanProcessor()] : []),
-      ...(floor ? [new floor.FloorSpanProcessor()] : []),
+      ...(floor ? [new floor.FloorSpanProcessor(omit)] : []),
       new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: EXPORT_BATCH, scheduledDelayMillis: EXPORT_DELAY_MS }),
     ],
     instrumentations: [
@@ -54,6 +68,11 @@ export async function startChain(parts) {
     ],
   });
   sdk.start();
+  return serveChain(floorHooks);
+}
+
+/** The two servers, front calling back with undici.request; resolves with the front server's port. */
+async function serveChain(floorHooks) {
   const http = require('node:http');
   const undici = require('undici');
 

@@ -1,130 +1,123 @@
 // npm run bench:http:instructions — the plugin's cost on the HTTP chain in
-// instructions, which a shared, noisy machine does not change.
+// instructions, which a shared, noisy machine does not change, measured
+// against what OpenTelemetry itself costs on the same chain; and the contract
+// floor priced piece by piece.
 //
 // bench:http and bench:http:parts measure time, and on a machine whose speed
-// drifts by ±10% within a run they cannot resolve a few percent. This one runs
-// the bench:http chain (bench/http-chain.mjs) under valgrind's callgrind, which
-// counts the instructions the process executes, whatever else the machine is
-// doing. Each configuration runs twice, with a short and a long load; the
-// difference between the two counts, divided by the extra requests, is the
-// cost of one request, with start-up and warm-up cancelled out. V8 runs with
-// --predictable (no concurrent compilation or GC threads, whose timing would
-// otherwise change what the main thread does), the batch span processor
-// exports only full batches of 512 (no timer), and requests carry a budget
-// valgrind's slowdown cannot use up. The figures are instructions, not time: garbage collection
-// and compilation are in them, cache misses and waits are not.
+// drifts by ±10% within a run they cannot resolve a few percent. This one
+// counts the instructions one request through the bench:http chain costs
+// (bench/callgrind.mjs) in four configurations: bare Node (the same two
+// servers and undici.request, no OTel), the plain chain (OTel SDK with the
+// http and undici instrumentations), the whole plugin, and the contract floor
+// (bench/contract-floor.mjs). OTel's own added cost is plain minus bare; every
+// other configuration's added cost is given as a share of it.
 //
-// Needs valgrind (Debian package `valgrind`). Prints a Markdown section between
-// <!-- bench:http:instructions --> markers.
-import { spawn } from 'node:child_process';
-import { cpus } from 'node:os';
-import { fileURLToPath } from 'node:url';
-import { ALL_PARTS, startChain } from './http-chain.mjs';
-import { drive } from './socket-driver.mjs';
+// The floor's run then prices each of its pieces: in later segments of the
+// same process, one piece at a time is left out, and the piece costs what the
+// floor saves without it. A last segment repeats the whole floor, to show how
+// far the process drifted over its segments.
+//
+// Needs valgrind (Debian package `valgrind`). Prints two Markdown sections,
+// between <!-- bench:http:instructions --> and <!-- bench:http:floor --> markers.
+// BENCH_INSTR_FLOOR=0 leaves out the piece-by-piece segments.
+import { ALL_PARTS } from './http-chain.mjs';
+import { instructionsPerRequest, LONG, SHORT, WARMUP_REQUESTS } from './callgrind.mjs';
 import { fmt } from './stats.mjs';
 
-const SHORT = Number(process.env.BENCH_INSTR_SHORT ?? 500);
-const LONG = Number(process.env.BENCH_INSTR_LONG ?? 1500);
-const WARMUP_REQUESTS = 300;
-/** Requests run about 100 times slower under valgrind: a budget the chain cannot use up. */
-const BUDGET_MS = 600_000;
-/** One run under callgrind takes 2-4 minutes; a run past this is stuck. */
-const RUN_TIMEOUT_MS = 20 * 60_000;
+/** The plugin may add at most this share of OTel's own added instructions (issue 16 §4). */
+const GOAL_SHARE = 0.3;
+const PIECE_BY_PIECE = process.env.BENCH_INSTR_FLOOR !== '0';
+
+/** The pieces that do not overlap, whose costs add up; the baggage header is one of the three headers. */
+const PIECES = [
+  { piece: 'histogram', name: 'the `deadline.remaining` histogram record on the two server spans' },
+  { piece: 'headers', name: 'the three headers (inject; undici writes them, node:http parses them, the getter reads one)' },
+  { piece: 'attributes', name: 'the eight attributes on each of the three spans, and the per-span state they come from' },
+  { piece: 'timer', name: 'a timer per outgoing call' },
+  { piece: 'close', name: "a 'close' listener per server response" },
+  { piece: 'context', name: 'the OTel context entry at each hop' },
+];
+const BAGGAGE = { piece: 'baggage', name: '… of which the baggage copy (`baggage: deadline.at_ms=…`: the header, and its parse by the W3C baggage propagator)' };
+
+// The floor's segments: the contract as it stands (the histogram on hop-entry
+// spans only); the contract before issue 16 (on every span); each piece left
+// out in turn; the floor again.
+const FLOOR = ['client-histogram'];
+const FLOOR_SEGMENTS = PIECE_BY_PIECE ? [FLOOR, [], ...[...PIECES, BAGGAGE].map(({ piece }) => [...FLOOR, piece]), FLOOR] : [FLOOR];
 
 const CONFIGURATIONS = [
-  { name: 'plain chain (no plugin)', parts: [] },
+  { name: 'bare Node (two servers + undici.request, no OTel)', parts: ['bare'] },
+  { name: 'plain chain (OTel SDK + http + undici instrumentations)', parts: [] },
   { name: 'whole plugin', parts: ALL_PARTS },
-  { name: 'contract floor (stand-ins, not the package)', parts: ['floor'] },
+  { name: 'contract floor (stand-ins, not the package)', parts: ['floor'], segments: FLOOR_SEGMENTS },
 ];
 
-/** Child, under callgrind: one chain, warm-up, then `total` requests, then exit. */
-async function measure(parts, total) {
-  const port = await startChain(parts);
-  await drive(port, WARMUP_REQUESTS, BUDGET_MS);
-  await drive(port, total, BUDGET_MS);
-  process.exit(0);
-}
-
-/** Runs one measurement under callgrind and resolves with the instructions it executed. */
-function countInstructions(parts, total) {
-  const args = [
-    '--tool=callgrind',
-    // V8 writes machine code at run time: valgrind must notice it.
-    '--smc-check=all-non-file',
-    '--callgrind-out-file=/dev/null',
-    process.execPath,
-    '--predictable',
-    fileURLToPath(import.meta.url),
-    '--measure',
-    parts.join(','),
-    String(total),
-  ];
-  return new Promise((resolve, reject) => {
-    // Batches leave when full, every 512 spans (the SDK's default batch size):
-    // the heap then holds a bounded number of ended spans and each request
-    // costs the same, where 4,096-span batches made garbage collection a
-    // step function of the request count.
-    const env = { ...process.env, BENCH_CHAIN_EXPORT_DELAY_MS: String(2 ** 31 - 1), BENCH_CHAIN_EXPORT_BATCH: '512' };
-    const child = spawn('valgrind', args, { stdio: ['ignore', 'ignore', 'pipe'], env });
-    let stderr = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), RUN_TIMEOUT_MS);
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.once('error', (error) => {
-      clearTimeout(timer);
-      reject(error.code === 'ENOENT' ? new Error('valgrind is not installed (Debian package valgrind)') : error);
-    });
-    child.once('close', (code) => {
-      clearTimeout(timer);
-      const collected = /Collected\s*:\s*(\d+)/.exec(stderr);
-      if (code !== 0 || collected === null) return reject(new Error(`callgrind run [${parts}] ${total} failed (exit ${code}): ${stderr.slice(-400)}`));
-      resolve(Number(collected[1]));
-    });
-  });
-}
-
-/** Runs `jobs` (functions returning promises) with at most `limit` at a time, in order. */
-async function runLimited(jobs, limit) {
-  const results = new Array(jobs.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < jobs.length) {
-      const index = next++;
-      results[index] = await jobs[index]();
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, jobs.length) }, worker));
-  return results;
-}
-
 async function main() {
-  const jobs = CONFIGURATIONS.flatMap((c) => [SHORT, LONG].map((total) => () => countInstructions(c.parts, total)));
-  const counts = await runLimited(jobs, Math.max(1, cpus().length));
-  const perRequest = CONFIGURATIONS.map((_, i) => (counts[2 * i + 1] - counts[2 * i]) / (LONG - SHORT));
-  const plain = perRequest[0];
+  const runs = await instructionsPerRequest(CONFIGURATIONS);
+  // The first segment of each run: the configuration itself.
+  const perRequest = runs.map((segments) => segments[0]);
+  const [bare, plain] = perRequest;
+  const otel = plain - bare;
+  const share = (i) => (perRequest[i] - plain) / otel;
   const lines = [
     '<!-- bench:http:instructions -->',
     '### HTTP chain in instructions (`npm run bench:http:instructions`)',
     '',
-    `The bench:http chain in one process, driven over 16 keep-alive sockets, under valgrind's callgrind with V8's`,
-    `--predictable; each configuration runs ${fmt(SHORT)} and ${fmt(LONG)} requests (after ${WARMUP_REQUESTS} warm-up requests), and the`,
-    `difference of the two instruction counts over the ${fmt(LONG - SHORT)} extra requests is the cost of one request, driver included.`,
+    `The bench:http chain in one process per configuration, driven over 16 keep-alive sockets, under valgrind's callgrind`,
+    `with V8's --predictable; after ${WARMUP_REQUESTS} warm-up requests it runs ${fmt(LONG)} more, and the instructions between the`,
+    `${fmt(SHORT)}th and the ${fmt(LONG)}th of these replies, over the ${fmt(LONG - SHORT)} requests in between, are the cost of one request, driver included.`,
     'Batches of 512 spans are exported when full (no export timer). Instructions do not depend on what else the',
     `machine runs; they leave out cache misses, waits and the work of GC helper threads. Node ${process.version}.`,
     '',
-    '| configuration | instructions / request | over plain | plain / configuration |',
-    '| --- | ---: | ---: | ---: |',
+    "| configuration | instructions / request | over bare | over plain | share of OTel's own added cost | plain / configuration |",
+    '| --- | ---: | ---: | ---: | ---: | ---: |',
     ...CONFIGURATIONS.map((c, i) => {
-      const over = i === 0 ? '' : `+${fmt(perRequest[i] - plain)} (+${fmt((100 * (perRequest[i] - plain)) / plain, 1)}%)`;
-      return `| ${c.name} | ${fmt(perRequest[i])} | ${over} | ${fmt(plain / perRequest[i], 3)} |`;
+      const overBare = i === 0 ? '' : `+${fmt(perRequest[i] - bare)}`;
+      const overPlain = i < 2 ? '' : `+${fmt(perRequest[i] - plain)} (+${fmt((100 * (perRequest[i] - plain)) / plain, 1)}%)`;
+      const ofOtel = i < 2 ? '' : `${fmt(100 * share(i), 1)}%`;
+      return `| ${c.name} | ${fmt(perRequest[i])} | ${overBare} | ${overPlain} | ${ofOtel} | ${fmt(plain / perRequest[i], 3)} |`;
     }),
     '',
+    `OpenTelemetry's own added cost (plain minus bare): **${fmt(otel)}** instructions per request.`,
+    `The whole plugin adds **${fmt(100 * share(2), 1)}%** of that (goal ≤ ${fmt(100 * GOAL_SHARE)}%: ${share(2) <= GOAL_SHARE ? 'met' : 'NOT met'});`,
+    `the contract floor adds ${fmt(100 * share(3), 1)}%.`,
     '"plain / configuration" is the throughput ratio the instruction counts alone would give a CPU-bound chain.',
     'The contract floor (bench/contract-floor.mjs) is not the package: bare stand-ins for the least work the deadline',
-    'contract adds, with no validation and no abort handling.',
+    'contract adds, with no validation and no abort handling; the next section prices it piece by piece.',
     '<!-- /bench:http:instructions -->',
   ];
+  if (PIECE_BY_PIECE) lines.push('', ...floorSection(runs[3], plain, otel));
   console.log(lines.join('\n'));
 }
 
-if (process.argv[2] === '--measure') await measure(process.argv[3] ? process.argv[3].split(',') : [], Number(process.argv[4]));
-else await main();
+/** The floor piece by piece, from the segments of its run. */
+function floorSection(segments, plain, otel) {
+  const [floor, before, ...rest] = segments;
+  const without = rest.slice(0, PIECES.length + 1);
+  const again = rest[PIECES.length + 1];
+  const added = floor - plain;
+  const row = (name, cost) => `| ${name} | ${fmt(cost)} | ${fmt((100 * cost) / added, 1)}% | ${fmt((100 * cost) / otel, 1)}% |`;
+  const pieces = PIECES.map((_, k) => floor - without[k]);
+  const remainder = added - pieces.reduce((a, b) => a + b, 0);
+  return [
+    '<!-- bench:http:floor -->',
+    '### The contract floor, piece by piece (`npm run bench:http:instructions`)',
+    '',
+    'The contract floor\'s run of the section above (bench/contract-floor.mjs: the histogram on hop-entry spans only)',
+    `continues in segments of ${fmt(LONG)} requests, counted like the first: in each, one piece of the floor is left out, and`,
+    'the piece costs what the floor saves without it. The same process ends with the whole floor again, which shows how',
+    `far its figures drifted over the segments: ${fmt(floor)} at the start, ${fmt(again)} at the end.`,
+    `The floor adds ${fmt(added)} instructions per request to the plain chain, ${fmt((100 * added) / otel, 1)}% of what OpenTelemetry itself adds;`,
+    `with the histogram on every span, as before issue 16, ${fmt(before - plain)} (${fmt((100 * (before - plain)) / otel, 1)}%).`,
+    '',
+    "| piece | instructions / request | share of the floor's added cost | share of OTel's own added cost |",
+    '| --- | ---: | ---: | ---: |',
+    row('the histogram record on the client span (recorded before issue 16, no longer)', before - floor),
+    ...PIECES.map((p, k) => row(p.name, pieces[k])),
+    row(BAGGAGE.name, floor - without[PIECES.length]),
+    row("the rest: the processor's calls, the first hop's extract, the pieces' interplay", remainder),
+    '<!-- /bench:http:floor -->',
+  ];
+}
+
+await main();

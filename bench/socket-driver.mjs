@@ -7,9 +7,10 @@ export const CONNECTIONS = 16;
 
 /**
  * Sends `total` requests over CONNECTIONS sockets, one at a time on each, each
- * with a budget of `budgetMs`; rejects on any non-200 reply.
+ * with a budget of `budgetMs`; rejects on any non-200 reply. `onReply(done)`,
+ * if given, is called after each reply with the number of replies so far.
  */
-export function drive(port, total, budgetMs = 5000) {
+export function drive(port, total, budgetMs = 5000, onReply = undefined) {
   const request = Buffer.from(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nx-deadline-remaining-ms: ${budgetMs}\r\n\r\n`);
   return new Promise((resolve, reject) => {
     let sent = 0;
@@ -38,7 +39,9 @@ export function drive(port, total, budgetMs = 5000) {
         for (let end = pending.indexOf('front+back'); end >= 0; end = pending.indexOf('front+back')) {
           if (!pending.startsWith('HTTP/1.1 200')) return fail(new Error(`unexpected reply: ${pending.slice(0, 40)}`));
           pending = pending.slice(end + 'front+back'.length);
-          if (++done === total) resolve();
+          done++;
+          onReply?.(done);
+          if (done === total) resolve();
           next();
         }
         if (pending.startsWith('HTTP/1.1 ') && !pending.startsWith('HTTP/1.1 200')) fail(new Error(`unexpected reply: ${pending.slice(0, 40)}`));
