@@ -269,8 +269,15 @@ describe('lateness', () => {
   });
 });
 
+/** Histogram counts and sums of `deadline.remaining` so far, by span kind. */
+async function remainingByKind(): Promise<Record<string, { count: number; sum: number }>> {
+  const byKind: Record<string, { count: number; sum: number }> = {};
+  for (const p of await otel.metricPoints('deadline.remaining')) byKind[String(p.attributes['span.kind'])] = { count: p.value, sum: p.sum ?? 0 };
+  return byKind;
+}
+
 describe('metrics', () => {
-  it('counts violations by kind, aborts by code, and records remaining budget by span kind', async () => {
+  it('counts violations by kind and aborts by code', async () => {
     await withDeadline({ operation: 'request', timeoutMs: 200, parent: null }, () =>
       withDeadline({ operation: 'rogue', timeoutMs: 10_000, parent: null }, () => sleep(1)),
     );
@@ -279,10 +286,31 @@ describe('metrics', () => {
     expect(violations.find((p) => p.attributes['deadline.violation'] === 'later_than_parent')?.value).toBeGreaterThanOrEqual(1);
     const aborts = await otel.metricPoints('deadline.aborts');
     expect(aborts.find((p) => p.attributes['deadline.abort.code'] === 'DEADLINE_EXCEEDED')?.value).toBeGreaterThanOrEqual(1);
-    const remaining = await otel.metricPoints('deadline.remaining');
-    const internal = remaining.find((p) => p.attributes['span.kind'] === 'internal');
-    expect(internal?.value).toBeGreaterThanOrEqual(3);
-    expect(internal?.sum).toBeGreaterThan(0);
+  });
+
+  it('records the remaining budget at hop entries only: server and consumer spans', async () => {
+    const before = await remainingByKind();
+    const deadline = openDeadline({ operation: 'hop', timeoutMs: 5_000, parent: null });
+    const ctx = setDeadline(ROOT_CONTEXT, deadline);
+    for (const kind of [SpanKind.SERVER, SpanKind.CONSUMER, SpanKind.CLIENT, SpanKind.PRODUCER, SpanKind.INTERNAL]) {
+      tracer().startSpan(`kind ${kind}`, { kind }, ctx).end();
+    }
+    // A hop entry without a deadline has no budget to record.
+    tracer().startSpan('server without deadline', { kind: SpanKind.SERVER }, ROOT_CONTEXT).end();
+    deadline.dispose();
+    const after = await remainingByKind();
+
+    const added = (kind: string) => (after[kind]?.count ?? 0) - (before[kind]?.count ?? 0);
+    expect({ server: added('server'), consumer: added('consumer') }).toEqual({ server: 1, consumer: 1 });
+    // The budget that reached the hop: at most what was opened, and not used up by five span starts.
+    const serverSum = after.server.sum - (before.server?.sum ?? 0);
+    expect(serverSum).toBeGreaterThan(0);
+    expect(serverSum).toBeLessThanOrEqual(5_000);
+    // Every span of this file so far, client and internal ones included, still carries its attributes,
+    // but none of them is in the histogram.
+    expect(Object.keys(after).sort()).toEqual(['consumer', 'server']);
+    expect(otel.span(`kind ${SpanKind.CLIENT}`).attributes['deadline.remaining_ms']).toBeGreaterThan(0);
+    expect(otel.span(`kind ${SpanKind.INTERNAL}`).attributes['deadline.remaining_ms']).toBeGreaterThan(0);
   });
 });
 

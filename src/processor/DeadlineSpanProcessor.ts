@@ -90,18 +90,19 @@ interface EndRecord {
 /** The most attributes one EndRecord holds. */
 const MAX_END_RECORD_KEYS = 14;
 
-/** Histogram attributes per span kind, built once: this runs for every span. */
-const KIND_ATTRIBUTES: Record<number, Attributes> = Object.fromEntries(
-  (
-    [
-      [SpanKind.INTERNAL, 'internal'],
-      [SpanKind.SERVER, 'server'],
-      [SpanKind.CLIENT, 'client'],
-      [SpanKind.PRODUCER, 'producer'],
-      [SpanKind.CONSUMER, 'consumer'],
-    ] as const
-  ).map(([kind, name]) => [kind, Object.freeze({ [ATTR_SPAN_KIND]: name })]),
-);
+/**
+ * Histogram attributes of the span kinds whose start is recorded, built once.
+ * Only hop entries: a server span (a request arrived) and a consumer span (a
+ * job or message was picked up). That is where a budget arrives from upstream,
+ * which is what the histogram is for (the alerts in deploy/prometheus read it
+ * there); the budget at a client or internal span start is on the span
+ * itself, as `deadline.remaining_ms`. One record per hop instead of one per
+ * span saves the SDK's record work on every outgoing call.
+ */
+const HOP_ENTRY_ATTRIBUTES: Partial<Record<SpanKind, Attributes>> = {
+  [SpanKind.SERVER]: Object.freeze({ [ATTR_SPAN_KIND]: 'server' }),
+  [SpanKind.CONSUMER]: Object.freeze({ [ATTR_SPAN_KIND]: 'consumer' }),
+};
 
 const NO_VIOLATIONS: readonly DeadlineViolation[] = Object.freeze([]);
 
@@ -186,7 +187,8 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
       startOperation: deadline.operation,
       startWritten,
     });
-    this.instruments().remaining.record(remaining, KIND_ATTRIBUTES[span.kind] ?? KIND_ATTRIBUTES[SpanKind.INTERNAL], parentContext);
+    const hopEntry = HOP_ENTRY_ATTRIBUTES[span.kind];
+    if (hopEntry !== undefined) this.instruments().remaining.record(remaining, hopEntry, parentContext);
   }
 
   onEnding(span: ProcessedSpan): void {

@@ -28,7 +28,7 @@ export function lazyInstruments(meterProvider: MeterProvider | undefined): () =>
           description: 'Spans whose deadline was aborted before they ended, by abort code',
         }),
         remaining: meter.createHistogram(METRIC_REMAINING, {
-          description: 'Deadline budget left when a span started',
+          description: 'Deadline budget left when a hop started: a server or consumer span',
           unit: 'ms',
           advice: { explicitBucketBoundaries: REMAINING_BUCKETS_MS },
         }),
