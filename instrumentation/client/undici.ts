@@ -111,6 +111,11 @@ function failedDuplex(error: Error): Duplex {
  */
 async function checkRejectReply(data: ResponseData, call: OutgoingCall, operation: string): Promise<ResponseData> {
   const read = await readSmallBody(data.body);
+  // The cutoff passed while the claim was read: the call ends as any call cut at its cutoff does.
+  if (read.error !== undefined && call.deadline.aborted && read.error === call.deadline.abortReason) {
+    call.apiSettled();
+    throw read.error;
+  }
   const claim = read.error === undefined ? parseRejectBody(read.bytes) : undefined;
   if (claim !== undefined) {
     call.markRejectedByServer();
