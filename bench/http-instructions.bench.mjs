@@ -71,7 +71,7 @@ async function main() {
     '',
     `The bench:http chain in one process per configuration, driven over 16 keep-alive sockets, under valgrind's callgrind`,
     `with V8's --predictable. After ${WARMUP_REQUESTS} warm-up requests each process runs two windows of ${fmt(LONG)} requests and counts the`,
-    `instructions between the ${fmt(SHORT)}th and the ${fmt(LONG)}th reply of each, after a full GC: ${fmt(LONG - SHORT)} requests, driver included.`,
+    `instructions between the ${fmt(SHORT)}th and the ${fmt(LONG)}th reply of each: ${fmt(LONG - SHORT)} requests, driver included.`,
     `"Early" is the first window (requests ${fmt(WARMUP_REQUESTS + SHORT)} to ${fmt(WARMUP_REQUESTS + LONG)}: issue 16's "difference between 500 and 1,500`,
     `requests"), which still pays for V8 compiling the code it has just found hot; "steady" is the second (requests`,
     `${fmt(WARMUP_REQUESTS + LONG + SHORT)} to ${fmt(WARMUP_REQUESTS + 2 * LONG)}). Batches of 512 spans are exported when full (no export timer). Instructions do not`,
