@@ -259,6 +259,8 @@ export async function runChain({ requests, concurrency, warmup, maxSeconds, seed
             heapMiddleBytes: middle[name].heapBytes,
             heapAfterBytes: after[name].heapBytes,
             resourcesBefore: before[name].resources,
+            resourcesMiddle: middle[name].resources,
+            openSocketsAfter: after[name].openSockets,
             resourcesAfter: after[name].resources,
             resourcesBack: sameCounts(before[name].resources, after[name].resources) && sameCounts(before[name].resources, middle[name].resources),
             timersBefore: before[name].timers,

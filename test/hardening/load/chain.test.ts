@@ -23,6 +23,8 @@ interface Lateness {
 }
 interface Leak {
   resourcesBefore: Record<string, number>;
+  resourcesMiddle: Record<string, number>;
+  openSocketsAfter?: Record<string, number>;
   resourcesAfter: Record<string, number>;
   heapBeforeBytes: number;
   heapMiddleBytes: number;
@@ -124,8 +126,8 @@ describe(`${REQUESTS.toLocaleString('en-US')} requests, 500 at a time, through a
   it('leaves handles, timers and heap at their baseline in every process, which then exits on its own', () => {
     for (const [name, leak] of Object.entries(result.checks.leaks)) {
       // Named in the assertion, so that a failure says which process kept what.
-      expect([name, leak.resourcesAfter]).toEqual([name, leak.resourcesBefore]);
-      expect([name, leak.resourcesBack]).toEqual([name, true]);
+      expect([name, leak.resourcesAfter], `open sockets: ${JSON.stringify(leak.openSocketsAfter)}`).toEqual([name, leak.resourcesBefore]);
+      expect([name, leak.resourcesBack], `halfway: ${JSON.stringify(leak.resourcesMiddle)}`).toEqual([name, true]);
       expect(leak.timersAfter, `${name} kept timers: ${leak.timerSourcesAfter.join('; ')}`).toBe(leak.timersBefore);
       // Leaking one deadline per request would add ~6 MiB over the second half's 2,500 requests.
       expect(leak.heapAfterBytes - leak.heapMiddleBytes, name).toBeLessThan(4 * 2 ** 20);
