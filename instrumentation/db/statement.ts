@@ -153,7 +153,10 @@ export class DbStatement {
 
   private record(attributes: Record<string, string | boolean>): void {
     this.attributes = { ...this.attributes, ...attributes };
-    this.span?.setAttributes(attributes);
+    // An instrumentation-ioredis wrapped on top of us ends its span before the
+    // reply reaches us; writing to it then only costs the SDK's warning (the
+    // span processor has already derived `completed` for it).
+    if (this.span?.isRecording() === true) this.span.setAttributes(attributes);
   }
 }
 
