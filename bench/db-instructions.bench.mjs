@@ -1,0 +1,123 @@
+// npm run bench:db:instructions — the deadline guard's cost on database calls
+// in instructions, which a shared, noisy machine does not change.
+//
+// The bench:db workloads (bench/db-workload.mjs) run under valgrind's
+// callgrind, which counts the instructions the client process executes in
+// user space (the PostgreSQL and Redis servers are other processes, and the
+// kernel's socket work is not counted either). One process per mode and
+// workload: start-up and a warm-up, then the measured operations between two
+// marks at which callgrind dumps its counters (calls to os.getPriority(),
+// whose libuv function nothing else here calls, named with --dump-before), so
+// the middle dump holds exactly those operations. V8 runs with --predictable
+// (no concurrent compilation or GC threads), and the batch span processor
+// exports only full batches (no timer).
+//
+// Needs valgrind. Prints a Markdown section between <!-- bench:db:instructions --> markers.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, getPriority, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BASELINE, MODES, startWorkload } from './db-workload.mjs';
+import { fmt } from './stats.mjs';
+
+const COUNT = Number(process.env.BENCH_DB_INSTR_COUNT ?? 2000);
+const WARMUP = 1000;
+const WORKLOADS = ['pg-throughput', 'redis-throughput'];
+/** A run under callgrind takes about a minute; one past this is stuck. */
+const RUN_TIMEOUT_MS = 10 * 60_000;
+
+/** Child, under callgrind: warm-up, then `count` operations between two marks, then exit. */
+async function measure(mode, workload, count) {
+  const { run, close } = await startWorkload(mode);
+  await run(workload, { count: WARMUP });
+  getPriority();
+  await run(workload, { count });
+  getPriority();
+  await close();
+  process.exit(0);
+}
+
+/** Runs one measurement under callgrind; resolves with the instructions between the two marks. */
+function countInstructions(mode, workload, count) {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-db-callgrind-'));
+  const args = [
+    '--tool=callgrind',
+    // V8 writes machine code at run time: valgrind must notice it.
+    '--smc-check=all-non-file',
+    '--dump-before=uv_os_getpriority',
+    `--callgrind-out-file=${join(dir, 'out')}`,
+    process.execPath,
+    '--predictable',
+    fileURLToPath(import.meta.url),
+    '--measure',
+    mode,
+    workload,
+    String(count),
+  ];
+  return new Promise((resolve, reject) => {
+    const child = spawn('valgrind', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), RUN_TIMEOUT_MS);
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      rmSync(dir, { recursive: true, force: true });
+      reject(error.code === 'ENOENT' ? new Error('valgrind is not installed (Debian package valgrind)') : error);
+    });
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      // Dumps out.1 (start-up, warm-up), out.2 (the measured operations), then out (the rest).
+      const parts = readdirSync(dir).filter((f) => /^out\.\d+$/.test(f)).sort((a, b) => Number(a.slice(4)) - Number(b.slice(4)));
+      const totals = parts.map((f) => Number(/^(?:totals|summary):\s*(\d+)/m.exec(readFileSync(join(dir, f), 'utf8'))?.[1]));
+      rmSync(dir, { recursive: true, force: true });
+      if (code !== 0 || totals.length < 2 || !(totals[1] > 0)) return reject(new Error(`callgrind ${mode} ${workload} failed (exit ${code}, dumps ${totals}): ${stderr.slice(-400)}`));
+      resolve(totals[1]);
+    });
+  });
+}
+
+async function main() {
+  const jobs = WORKLOADS.flatMap((workload) => MODES.map((mode) => ({ workload, mode })));
+  const counts = new Map();
+  let next = 0;
+  const worker = async () => {
+    while (next < jobs.length) {
+      const { workload, mode } = jobs[next++];
+      counts.set(`${workload}/${mode}`, await countInstructions(mode, workload, COUNT));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, cpus().length) }, worker));
+  const perOp = (workload, mode) => counts.get(`${workload}/${mode}`) / COUNT;
+  const lines = [
+    '<!-- bench:db:instructions -->',
+    '### Databases in instructions (`npm run bench:db:instructions`)',
+    '',
+    `The bench:db workloads under valgrind's callgrind: the client process's user-space instructions for ${fmt(COUNT)} operations`,
+    `after ${fmt(WARMUP)} warm-up operations, counted between two marks in one process per workload and mode (the servers and the`,
+    `kernel are not counted), divided by ${fmt(COUNT)}. V8 with --predictable. Node ${process.version}.`,
+    '',
+    '| workload | mode | instructions / op | compared with | over it | it / mode |',
+    '| --- | --- | ---: | --- | ---: | ---: |',
+    ...WORKLOADS.flatMap((workload) =>
+      MODES.map((mode) => {
+        const own = perOp(workload, mode);
+        const baseline = BASELINE[mode];
+        if (baseline === undefined) return `| ${workload} | ${mode} | ${fmt(own)} | | | |`;
+        const base = perOp(workload, baseline);
+        const sign = own >= base ? '+' : '−';
+        const over = `${sign}${fmt(Math.abs(own - base))} (${sign}${fmt((100 * Math.abs(own - base)) / base, 1)}%)`;
+        return `| ${workload} | ${mode} | ${fmt(own)} | ${baseline} | ${over} | ${fmt(base / own, 3)} |`;
+      }),
+    ),
+    '',
+    '"it / mode" is the throughput ratio the client\'s instruction counts alone would give a client-bound workload;',
+    'the servers\' work, the same in every mode, brings the real ratio closer to 1. Repeated runs of one mode differ by',
+    'a few percent (garbage collection falls differently), so differences below that are not resolved.',
+    '<!-- /bench:db:instructions -->',
+  ];
+  console.log(lines.join('\n'));
+}
+
+if (process.argv[2] === '--measure') await measure(process.argv[3], process.argv[4], Number(process.argv[5]));
+else await main();
