@@ -127,7 +127,7 @@ function guarded(
   const command = typeof first === 'object' && isFunction(first.onResult) ? first : undefined;
   const sql = typeof first === 'string' ? first : first.sql;
   const observe = host.settings.mode === 'observe';
-  const statement = new DbStatement({ deadline, observe, write: isSqlWrite(sqlCommand(sql)), operation: OPERATION });
+  const statement = new DbStatement({ deadline, observe, write: () => isSqlWrite(sqlCommand(sql)), operation: OPERATION });
   if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
   const current = (connection as unknown as Record<string, unknown>)[method];
   const refusal = refusalFor(deadline, OPERATION, host.settings.minUsefulMs);

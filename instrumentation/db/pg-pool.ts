@@ -14,6 +14,9 @@ type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
 const POOL_OPERATION = 'pg.pool.connect';
 
+/** Connect callbacks of our own Pool#query, which runs the query in its caller's context itself. */
+const INTERNAL_CALLBACKS = new WeakSet<object>();
+
 /** Marks errors a pool wait ended with, so Pool#query can tell them from the driver's. */
 const POOL_WAIT_ERRORS = new WeakSet<object>();
 
@@ -42,7 +45,8 @@ export function makePgPoolConnectWrapper(host: ClientHost) {
       const given = isFunction(args[0]) ? (args[0] as PgConnectCallback) : undefined;
       let promise: Promise<unknown> | undefined;
       let callback: PgConnectCallback;
-      if (given !== undefined) callback = context.bind(ctx, given);
+      // Our own Pool#query sets its context itself; a caller's callback runs in the caller's context.
+      if (given !== undefined) callback = INTERNAL_CALLBACKS.has(given) ? given : context.bind(ctx, given);
       else {
         promise = new (pool.Promise ?? Promise)((resolve, reject) => {
           callback = (err, client) => (err ? reject(err) : resolve(client));
@@ -124,13 +128,15 @@ export function makePgPoolQueryWrapper(host: ClientHost) {
         process.nextTick(deliver, callback!, refusal);
         return promise;
       }
-      pool.connect((err, client) => {
+      const onConnect: PgConnectCallback = (err, client) => {
         if (err !== undefined && err !== null) {
           if (typeof err === 'object' && POOL_WAIT_ERRORS.has(err)) recordUnsent(host, ctx, deadline, pool, text, err as Error, false);
           return deliver(callback, err);
         }
         runOnClient(ctx, client!, text, values, callback);
-      });
+      };
+      INTERNAL_CALLBACKS.add(onConnect);
+      pool.connect(onConnect);
       return promise;
     };
 }

@@ -54,12 +54,20 @@ export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner
     };
 }
 
+/** The caller's callback: `(text, cb)`, `(text, values, cb)` or a config object's `callback`. */
+function callbackOf(args: unknown[]): ((...a: never[]) => unknown) | undefined {
+  if (isFunction(args[1])) return args[1];
+  if (isFunction(args[2])) return args[2];
+  const fromConfig = (args[0] as { callback?: unknown }).callback;
+  return isFunction(fromConfig) ? fromConfig : undefined;
+}
+
 function refuse(client: PgClient, args: unknown[], submittable: PgQuery | undefined, error: Error): unknown {
   if (submittable !== undefined) {
     process.nextTick(() => failSubmittable(submittable, error, client.connection));
     return submittable;
   }
-  const callback = [args[1], args[2], (args[0] as { callback?: unknown }).callback].find(isFunction);
+  const callback = callbackOf(args);
   if (callback !== undefined) {
     process.nextTick(deliver, callback, error);
     return undefined;
@@ -80,15 +88,16 @@ function guardedQuery(
 ): unknown {
   const config = args[0] as PgQuery | string;
   const submittable = typeof config === 'object' && isFunction(config.submit) ? config : undefined;
-  const command = sqlCommand(typeof config === 'string' ? config : config.text);
+  const text = typeof config === 'string' ? config : config.text;
   const observe = host.settings.mode === 'observe';
-  const statement = new DbStatement({ deadline, observe, write: isSqlWrite(command), operation: PG_OPERATION });
+  // The command is read from the text only when it is needed: at a cutoff, or for a span of our own.
+  const statement = new DbStatement({ deadline, observe, write: () => isSqlWrite(sqlCommand(text)), operation: PG_OPERATION });
   if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
   const refusal = refusalFor(deadline, PG_OPERATION, host.settings.minUsefulMs);
   const weAreOutermost = isOwnWrapper(client.query, owner);
   // A refused query never reaches an instrumentation below us; one above us shows its span through the hook.
   if (outerSpan === undefined && (!driverInstrumented(original, client.query, owner) || (refusal !== undefined && weAreOutermost))) {
-    statement.startOwnSpan(host.tracer, ctx, pgSpanShape(client, command));
+    statement.startOwnSpan(host.tracer, ctx, pgSpanShape(client, sqlCommand(text)));
   }
   if (refusal !== undefined) {
     if (!observe) {
@@ -124,7 +133,7 @@ class GuardedPgQuery {
     let callArgs = args;
     let promise: Promise<unknown> | undefined;
     if (this.submittable === undefined) {
-      const found = [args[1], args[2], (args[0] as { callback?: unknown }).callback].find(isFunction);
+      const found = callbackOf(args);
       if (found !== undefined) this.userCallback = found as PgCallback;
       else {
         promise = new (client._Promise ?? Promise)((resolve, reject) => {

@@ -5,6 +5,8 @@ import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUT
 import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
 import { ATTR_DEADLINE_DB_CANCEL, type DbCancel } from './attributes';
 
+const COMPLETED: Readonly<Record<string, string>> = Object.freeze({ [ATTR_DEADLINE_OUTCOME]: 'completed' });
+
 /** What a statement span is named and described with, as the OTel driver instrumentations do. */
 export interface SpanShape {
   name: string;
@@ -14,8 +16,11 @@ export interface SpanShape {
 export interface StatementInit {
   deadline: Deadline;
   observe: boolean;
-  /** A write whose fate the server did not confirm is `unknown`; a read is `expired`. */
-  write: boolean;
+  /**
+   * A write whose fate the server did not confirm is `unknown`; a read is
+   * `expired`. A function is asked only when that matters (at a cutoff).
+   */
+  write: boolean | (() => boolean);
   /** What the error and the span name the statement by, e.g. `pg.query`. */
   operation: string;
 }
@@ -33,7 +38,7 @@ export interface StatementInit {
 export class DbStatement {
   readonly deadline: Deadline;
   readonly observe: boolean;
-  readonly write: boolean;
+  private readonly isWrite: boolean | (() => boolean);
   readonly operation: string;
   settled = false;
   /** The abort reason, once the cutoff (or a cancellation) reached the statement. */
@@ -46,7 +51,7 @@ export class DbStatement {
   constructor(init: StatementInit) {
     this.deadline = init.deadline;
     this.observe = init.observe;
-    this.write = init.write;
+    this.isWrite = init.write;
     this.operation = init.operation;
   }
 
@@ -124,7 +129,7 @@ export class DbStatement {
       this.record(attrs);
     } else if (result.error === undefined && !this.observe) {
       // Finished before its cutoff reached it, even if the clock passed it while the result was on its way.
-      this.record({ [ATTR_DEADLINE_OUTCOME]: 'completed' });
+      this.record(COMPLETED);
     }
     if (this.ownSpan) this.endOwnSpan(result.error);
   }
@@ -138,7 +143,8 @@ export class DbStatement {
 
   private abortOutcome(cancel: DbCancel | undefined, sent: boolean): DeadlineOutcome {
     const cancelled = abortCodeOf(this.reason) === 'CANCELLED';
-    if (!sent || cancel === 'confirmed' || !this.write) return cancelled ? 'cancelled' : 'expired';
+    const write = typeof this.isWrite === 'function' ? this.isWrite() : this.isWrite;
+    if (!sent || cancel === 'confirmed' || !write) return cancelled ? 'cancelled' : 'expired';
     return 'unknown';
   }
 
@@ -152,11 +158,15 @@ export class DbStatement {
   }
 
   private record(attributes: Record<string, string | boolean>): void {
-    this.attributes = { ...this.attributes, ...attributes };
+    // Kept only until a span is shown to us (adoptSpan writes them then).
+    if (this.span === undefined) {
+      this.attributes = this.attributes === undefined ? attributes : { ...this.attributes, ...attributes };
+      return;
+    }
     // An instrumentation-ioredis wrapped on top of us ends its span before the
     // reply reaches us; writing to it then only costs the SDK's warning (the
     // span processor has already derived `completed` for it).
-    if (this.span?.isRecording() === true) this.span.setAttributes(attributes);
+    if (this.span.isRecording()) this.span.setAttributes(attributes);
   }
 }
 
