@@ -112,8 +112,8 @@ async function main() {
     ),
     '',
     '"it / mode" is the throughput ratio the client\'s instruction counts alone would give a client-bound workload;',
-    'the servers\' work, the same in every mode, brings the real ratio closer to 1. Repeated runs of one mode differ by',
-    'a few percent (garbage collection falls differently), so differences below that are not resolved.',
+    'the servers\' work, the same in every mode, brings the real ratio closer to 1. Repeated runs of one mode have differed',
+    'by up to 10% (garbage collection falls differently), so differences below that are not resolved.',
     '<!-- /bench:db:instructions -->',
   ];
   console.log(lines.join('\n'));
