@@ -26,7 +26,6 @@ export const sends = { checked: 0, late: 0, latestMs: 0 };
 const cutoffs = new WeakMap();
 /** undici socket → the cutoff of the request whose headers it is about to write. */
 const nextWrite = new WeakMap();
-const lastHeadersAt = new WeakMap();
 
 function remember({ request }) {
   const cutoff = getDeadline(context.active())?.cutoffMono;
@@ -39,7 +38,6 @@ function check(socket, cutoffMono, atMono) {
   sends.checked++;
   const lateByMs = atMono - cutoffMono;
   if (lateByMs > 0) {
-    if (process.env.PROBE_DEBUG) console.error('late by', lateByMs, 'gap since sendHeaders', performance.now() - (lastHeadersAt.get(socket) ?? NaN), 'http', socket._httpMessage != null);
     sends.late++;
     sends.latestMs = Math.max(sends.latestMs, lateByMs);
   }
@@ -52,7 +50,6 @@ export function watchSends() {
   diagnosticsChannel.subscribe('undici:client:sendHeaders', ({ request, socket }) => {
     const cutoff = cutoffs.get(request);
     if (cutoff !== undefined) nextWrite.set(socket, cutoff);
-    if (process.env.PROBE_DEBUG) lastHeadersAt.set(socket, performance.now());
   });
   const write = net.Socket.prototype.write;
   net.Socket.prototype.write = function (chunk, ...rest) {
