@@ -163,7 +163,6 @@ function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation
       // look once more in there. (A connecting socket flushes right after this 'connect' listener.)
       if (!call.observe && !connected) {
         checkBeforeNextWrite(socket, { owner: request, deadline: call.deadline, abort: (reason) => abortRequest(request, reason), refused: () => (call.sent = false) });
-        request.once('close', () => clearPendingWrite(socket, request));
       }
       call.sent = true;
       if (!call.hasBody) call.hasBody = hasBodyHeaders(request);
@@ -171,7 +170,11 @@ function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation
     if (socket.connecting) socket.once('connect', () => markSent(true));
     else markSent(false);
   });
-  request.once('close', () => call.settle());
+  // One 'close' listener per request: it also drops a last-write check still armed on the socket.
+  request.once('close', () => {
+    if (request.socket != null) clearPendingWrite(request.socket, request);
+    call.settle();
+  });
   if (!call.observe) convertRejectReplies(request, call, operation, settings, url);
   call.arm((reason) => abortRequest(request, reason));
 }
