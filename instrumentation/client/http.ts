@@ -55,21 +55,26 @@ function headersWithDeadline(headers: unknown, ctx: ReturnType<typeof context.ac
   return withDeadlineHeaders(headers as Options | undefined, ctx);
 }
 
-/** A connection that fails at once: the refused request errors and closes the normal way without any I/O. */
-function refusedConnection(error: Error): () => Socket {
-  return () => {
+/**
+ * An agent of the request's protocol whose one connection fails at once: the
+ * refused request errors and closes the normal way without any I/O. Only
+ * public API: `agent.createConnection` is documented for overriding, and an
+ * agent of the right class passes ClientRequest's protocol check.
+ */
+function refusingAgent(protocol: 'http:' | 'https:', error: Error): http.Agent {
+  const agent = protocol === 'https:' ? new https.Agent() : new http.Agent();
+  agent.createConnection = () => {
     const socket = new Socket();
     process.nextTick(() => socket.destroy(error));
     return socket;
   };
+  return agent;
 }
 
 function refusedRequest(protocol: 'http:' | 'https:', parsed: RequestArgs, error: Error, isGet: boolean): http.ClientRequest {
-  // No agent at all (agent: false would still create one): ClientRequest then uses createConnection.
-  const extra: Options = { agent: undefined, createConnection: refusedConnection(error) };
-  // Without an agent, ClientRequest checks the protocol against this default agent.
-  if (protocol === 'https:') extra._defaultAgent = https.globalAgent;
-  const request = new (http.ClientRequest as unknown as new (...args: unknown[]) => http.ClientRequest)(...buildArgs(parsed, extra));
+  const request = new (http.ClientRequest as unknown as new (...args: unknown[]) => http.ClientRequest)(
+    ...buildArgs(parsed, { agent: refusingAgent(protocol, error) }),
+  );
   if (isGet) request.end();
   return request;
 }
