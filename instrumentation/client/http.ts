@@ -81,10 +81,13 @@ function refusedRequest(protocol: 'http:' | 'https:', parsed: RequestArgs, error
 
 /**
  * A request destroyed while it waits in its agent's queue for a pooled socket
- * does not error until some socket frees up. Take it out of the queue and let
- * ClientRequest run its own socket-less destroy path (error, then close) now.
+ * does not error until some socket frees up (Node 20, 22 and 24 alike). Take it
+ * out of the queue and let ClientRequest run its own socket-less destroy path
+ * (error, then close) now. Private parts of node:http: `agent.requests` (listed
+ * in the docs, "do not modify") and `onSocket`; test/instrumentation/internals.test.ts
+ * fails on any line where they change. Exported for that test.
  */
-function failQueuedRequest(request: http.ClientRequest): void {
+export function failQueuedRequest(request: http.ClientRequest): void {
   const agent = (request as unknown as { agent?: unknown }).agent as (http.Agent & { requests?: Record<string, unknown[]> }) | undefined;
   const queues = agent?.requests;
   if (queues === undefined) return;
