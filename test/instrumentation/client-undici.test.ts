@@ -140,6 +140,25 @@ describe('undici under an active deadline', () => {
     });
   });
 
+  it('gives the deadline headers to a request no wrapper of ours sees (Dispatcher#dispatch), in the request channel', async () => {
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+    const client = new undici.Client(server.url);
+    await under(
+      deadline,
+      () =>
+        new Promise<void>((resolve, reject) => {
+          client.dispatch(
+            { origin: server.url, path: '/dispatched', method: 'GET' },
+            { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete: () => resolve(), onError: reject },
+          );
+        }),
+    );
+    await client.close();
+    deadline.dispose();
+    expect(server.arrivals.map((a) => a.url)).toEqual(['/dispatched']);
+    for (const name of ['x-deadline-remaining-ms', 'x-deadline-at-ms', 'baggage']) expect([name, server.headerCount(0, name)]).toEqual([name, 1]);
+  });
+
   it('drops the repeat a subscriber ahead of ours adds while the request is created, for fetch and undici', async () => {
     // What instrumentation-undici does when it was registered first: inject through
     // the global propagator (which includes ours) and addHeader each value, before our
