@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { context } from '@opentelemetry/api';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DeadlineExceededError, DeadlineInstrumentation, openDeadline, setDeadline, type ManagedDeadline } from '../../src';
+import { DeadlineExceededError, DeadlineInstrumentation, openDeadline, setDeadline } from '../../src';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { startCountingServer, type CountingServer } from './helpers/servers';
 
@@ -22,8 +22,8 @@ let otel: TestOtel;
 let instrumentation: DeadlineInstrumentation;
 let server: CountingServer;
 let undici: typeof import('undici');
-/** The deadline the subscriber below aborts when its request's trailers are published. */
-let abortAtTrailers: ManagedDeadline | undefined;
+/** Aborts, through its signal option, the deadline of the request whose trailers are published. */
+let abortAtTrailers: AbortController | undefined;
 const onTrailers = () => abortAtTrailers?.abort(CUTOFF_AT_TRAILERS);
 let finish: () => void = () => {};
 
@@ -53,8 +53,8 @@ describe('a deadline that aborts in the trailers channel, after the whole respon
     ['undici.request', async () => (await undici.request(`${server.url}/whole`)).body],
     ['fetch', async () => (await fetch(`${server.url}/whole`))],
   ])('%s: leaves the body the caller holds readable', async (_name, call) => {
-    const deadline = openDeadline({ operation: 'root', timeoutMs: 60_000, parent: null });
-    abortAtTrailers = deadline;
+    abortAtTrailers = new AbortController();
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 60_000, parent: null, signal: abortAtTrailers.signal });
     const held = await context.with(setDeadline(context.active(), deadline), call);
     finish();
     const body = await held.text().catch((error: unknown) => error);
