@@ -61,8 +61,23 @@ export interface DirectDispatch {
   getGlobalDispatcher: () => unknown;
 }
 
-/** An http(s) URL undici's top-level functions would accept as is, else undefined (undici then reports the problem). */
-function httpTarget(url: unknown): URL | undefined {
+/** What a direct dispatch passes to the API: a fresh literal, see DirectDispatch. */
+interface BareCallOptions {
+  origin: string;
+  path: string;
+  method: 'GET';
+  headers: unknown;
+  signal: unknown;
+}
+
+/**
+ * The options undici's top-level functions build for a call given only an
+ * http(s) URL (a string or a URL), with `headers` and `signal` added; else
+ * undefined (undici then reports the problem). This repeats undici's own URL
+ * handling: test/instrumentation/internals.test.ts checks on every line that
+ * a request made from them is the one undici's top-level call makes.
+ */
+export function bareCallOptions(url: unknown, headers?: unknown, signal?: unknown): BareCallOptions | undefined {
   let parsed: URL;
   if (url instanceof URL) parsed = url;
   else if (typeof url !== 'string') return undefined;
@@ -73,7 +88,9 @@ function httpTarget(url: unknown): URL | undefined {
       return undefined;
     }
   }
-  return parsed.protocol === 'http:' || parsed.protocol === 'https:' ? parsed : undefined;
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return undefined;
+  const path = parsed.search ? `${parsed.pathname}${parsed.search}` : parsed.pathname;
+  return { origin: parsed.origin, path, method: 'GET', headers, signal };
 }
 
 function topLevelShape(args: unknown[]): CallShape {
@@ -142,13 +159,10 @@ function invoke(
   ctx: Context,
 ): unknown {
   // Parsed only here: a call without a deadline never gets this far.
-  const target = direct === undefined || shape.bareUrl === undefined ? undefined : httpTarget(shape.bareUrl);
-  if (direct === undefined || target === undefined) {
+  const literal = direct === undefined || shape.bareUrl === undefined ? undefined : bareCallOptions(shape.bareUrl, options.headers, options.signal);
+  if (direct === undefined || literal === undefined) {
     return callOriginal(original, self, shape.rebuild({ ...shape.options, ...options }, rest), ctx);
   }
-  // The fields undici's top-level function sets for a call without options.
-  const path = target.search ? `${target.pathname}${target.search}` : target.pathname;
-  const literal = { origin: target.origin, path, method: 'GET', headers: options.headers, signal: options.signal };
   return context.with(ctx, () => direct.apiFn.call(direct.getGlobalDispatcher(), literal, ...rest));
 }
 
