@@ -9,9 +9,7 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import http from 'node:http';
 import { createRequire } from 'node:module';
-import { propagation, ROOT_CONTEXT } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DeadlineOnlyBaggage } from '../../src/deadline-baggage';
 import { failQueuedRequest } from '../../instrumentation/client/http';
 import { RequestClassPatcher } from '../../instrumentation/client/request-class';
 import { bareCallOptions } from '../../instrumentation/client/undici';
@@ -205,15 +203,5 @@ describe('node:http ClientRequest', () => {
       request.once('close', resolve);
     });
     expect(events.includes('response') && events.includes('close'), `Node ${process.version}: ClientRequest no longer emits through the instance's emit; early-reject replies would reach the caller as responses`).toBe(true);
-  });
-});
-
-describe("OpenTelemetry's Context", () => {
-  it('keeps its values in a Map under _currentContext, baggage under its global key (src/context.ts; cost only)', () => {
-    const next = ROOT_CONTEXT.setValue(Symbol('canary'), 1) as unknown as { _currentContext?: unknown };
-    // Not a correctness matter: setValueAndBaggage checks its result and falls back to the API's second copy.
-    expect(next._currentContext instanceof Map, 'the API context no longer keeps a Map in _currentContext: setValueAndBaggage now always makes two copies').toBe(true);
-    const bag = new DeadlineOnlyBaggage('1');
-    expect(propagation.getBaggage(ROOT_CONTEXT.setValue(Symbol.for('OpenTelemetry Baggage Key'), bag)), 'the API keeps baggage under another key now').toBe(bag);
   });
 });
