@@ -7,6 +7,9 @@
 // the machine description once, at the top. A script whose file is missing is
 // skipped; when one fails, the sections it printed last time are kept, marked as such.
 //
+// Sections measured by hand, which no script prints (HAND_MEASURED), are kept
+// as they are on every run.
+//
 // BENCH_OUTPUT=path writes elsewhere; BENCH_ONLY=bench:lag,bench runs only those scripts.
 import { spawn, execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -18,6 +21,8 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const OUTPUT = process.env.BENCH_OUTPUT ?? join(root, 'BENCHMARKS.md');
 const ONLY = process.env.BENCH_ONLY?.split(',').map((name) => name.trim());
 const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_MS ?? 15 * 60_000);
+/** Sections no script prints: `internals` comes from copies of the package prepared by hand (docs/internals.md). */
+const HAND_MEASURED = new Set(['internals']);
 const BLOCK = /^<!-- bench:([\w:.-]+) -->$([\s\S]*?)^<!-- \/bench:\1 -->$/gm;
 
 /** Every complete `<!-- bench:NAME -->` block in `text`, in order, markers included. */
@@ -129,6 +134,12 @@ if (failed > 0 || ONLY !== undefined) {
     }
   }
   sections.splice(0, sections.length, ...merged, ...produced.values());
+}
+
+for (const [name, text] of previous) {
+  if (!HAND_MEASURED.has(name) || sections.some((section) => blocksIn(section)[0].name === name)) continue;
+  sections.push(text);
+  notes.push(`- Section \`${name}\` is measured by hand (docs/internals.md) and kept as it is.`);
 }
 
 const document = [
