@@ -92,10 +92,19 @@ const NOT_ABORTED: unique symbol = Symbol('not aborted');
 
 function noop(): void {}
 
+/**
+ * @internal What `DeadlineNode#watchAbort` tells once when the deadline aborts. A
+ * guard is its own watcher, so a subscription allocates nothing; each object
+ * is one hold.
+ */
+export interface AbortWatcher {
+  onDeadlineAbort(reason: unknown): void;
+}
+
 /** A subscriber that throws must not stop the abort from reaching the rest of the tree. */
-function notify(subscriber: (reason: unknown) => void, reason: unknown): void {
+function notify(subscriber: AbortWatcher, reason: unknown): void {
   try {
-    subscriber(reason);
+    subscriber.onDeadlineAbort(reason);
   } catch (err) {
     // Same as an AbortSignal listener that throws: it stops nothing, but say so.
     diag.debug('otel-deadline: an abort subscriber threw', err);
@@ -119,6 +128,26 @@ export function onDeadlineAbort(deadline: Deadline, listener: (reason: unknown) 
   const onAbort = () => listener(signal.reason);
   signal.addEventListener('abort', onAbort, { once: true });
   return () => signal.removeEventListener('abort', onAbort);
+}
+
+/**
+ * @internal `onDeadlineAbort` for a watcher object: nothing allocated for
+ * this package's own deadlines (returns undefined), a listener on the signal
+ * for any other (returns how to remove it). Undo with `unwatchDeadlineAbort`.
+ * For callers that have just read the clock, as `watchAbort` says.
+ */
+export function watchDeadlineAbort(deadline: Deadline, watcher: AbortWatcher): (() => void) | undefined {
+  if (deadline instanceof DeadlineNode) {
+    deadline.watchAbort(watcher);
+    return undefined;
+  }
+  return onDeadlineAbort(deadline, (reason) => watcher.onDeadlineAbort(reason));
+}
+
+/** @internal Undoes `watchDeadlineAbort`; `stop` is what it returned. */
+export function unwatchDeadlineAbort(deadline: Deadline, watcher: AbortWatcher, stop: (() => void) | undefined): void {
+  if (deadline instanceof DeadlineNode) deadline.unwatchAbort(watcher);
+  else stop?.();
 }
 
 /**
@@ -174,7 +203,7 @@ export class DeadlineNode implements ManagedDeadline {
   private registeredIn: DeadlineNode | undefined;
   private armedChildren: Set<DeadlineNode> | undefined;
   private detachListeners: (() => void) | undefined;
-  private abortSubscribers: Set<(reason: unknown) => void> | undefined;
+  private abortSubscribers: Set<AbortWatcher> | undefined;
   private isDisposed = false;
 
   constructor(init: NodeInit) {
@@ -271,13 +300,48 @@ export class DeadlineNode implements ManagedDeadline {
       return noop;
     }
     this.startTimer();
-    const subscribers = (this.abortSubscribers ??= new Set());
-    // A fresh function per subscription, so the same listener added twice is two holds.
-    const entry = (abortReason: unknown) => listener(abortReason);
-    subscribers.add(entry);
-    return () => {
-      if (this.abortSubscribers?.delete(entry) === true) this.releaseIfIdle();
-    };
+    // A fresh watcher per subscription, so the same listener added twice is two holds.
+    const entry: AbortWatcher = { onDeadlineAbort: listener };
+    (this.abortSubscribers ??= new Set()).add(entry);
+    return () => this.unwatchAbort(entry);
+  }
+
+  /**
+   * @internal `subscribe` for a caller that has just read the clock
+   * (`leftBeforeAbort`) in the same synchronous step and holds an object of
+   * its own: no clock read, nothing allocated. A cutoff that passes from now
+   * on reaches `watcher` through the timer, as it reaches every subscriber.
+   * `watcher.onDeadlineAbort` runs at once if the deadline has already
+   * aborted. Undo with `unwatchAbort(watcher)`.
+   */
+  watchAbort(watcher: AbortWatcher): void {
+    if (this.reason === NOT_ABORTED && !this.armed) this.arm();
+    if (this.reason !== NOT_ABORTED) return watcher.onDeadlineAbort(this.reason);
+    this.startTimer();
+    (this.abortSubscribers ??= new Set()).add(watcher);
+  }
+
+  /** @internal Ends a `watchAbort` (or a `subscribe`); the deadline is released if nothing else holds it. */
+  unwatchAbort(watcher: AbortWatcher): void {
+    if (this.abortSubscribers?.delete(watcher) === true) this.releaseIfIdle();
+  }
+
+  /**
+   * @internal The milliseconds left, or -1 once aborted (by the clock, here or
+   * by an ancestor's cancellation; `abortReason` then holds why), with one
+   * clock read: what a guard checks before it sends anything.
+   */
+  leftBeforeAbort(): number {
+    if (this.reason !== NOT_ABORTED) return -1;
+    const cancelled = this.cancellationAbove();
+    if (cancelled !== NOT_ABORTED) {
+      this.abort(cancelled);
+      return -1;
+    }
+    const left = this.cutoffMono - monotonicNow();
+    if (left > 0) return left;
+    this.abort(this.cutoffOwner.expiryReason());
+    return -1;
   }
 
   /** @internal How many `subscribe` listeners are waiting: lets tests prove none is left behind. */

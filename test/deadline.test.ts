@@ -1,5 +1,5 @@
 import { getEventListeners } from 'node:events';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   DeadlineCancelledError,
   DeadlineExceededError,
@@ -7,7 +7,8 @@ import {
   openDeadline,
   type ManagedDeadline,
 } from '../src';
-import { onDeadlineAbort } from '../src/deadline';
+import { onDeadlineAbort, type AbortWatcher, type DeadlineNode } from '../src/deadline';
+import { refusalFor } from '../instrumentation/client/begin';
 import { untilPassed } from './helpers/clock';
 import { aborted, sleep } from './helpers/otel';
 import { watchTimers } from './helpers/timers';
@@ -382,5 +383,87 @@ describe('onDeadlineAbort (the light subscription transports use)', () => {
     onDeadlineAbort(foreign, (r) => seen.push(r));
     controller.abort('foreign');
     expect(seen).toEqual(['foreign']);
+  });
+});
+
+describe('watchAbort and leftBeforeAbort (what database guards use on every statement)', () => {
+  function watcher(): AbortWatcher & { seen: unknown[] } {
+    const seen: unknown[] = [];
+    return { seen, onDeadlineAbort: (reason) => seen.push(reason) };
+  }
+
+  it('tells a watcher once, with the ancestor reason; an unwatched one is not told and holds nothing', () => {
+    const root = openDeadline({ operation: 'root', timeoutMs: 10_000, parent: null });
+    const child = root.child('call', 10_000) as DeadlineNode;
+    const told = watcher();
+    const left = watcher();
+    child.watchAbort(told);
+    child.watchAbort(left);
+    expect(child.subscriberCount).toBe(2);
+    child.unwatchAbort(left);
+    (root as unknown as { abort(reason: unknown): void }).abort('gone');
+    expect(told.seen).toEqual(['gone']);
+    expect(left.seen).toEqual([]);
+    disposeAll(child, root);
+  });
+
+  it('keeps a disposed deadline armed while watched, and releases it at unwatchAbort', () => {
+    const d = openDeadline({ operation: 'scope', timeoutMs: 10_000, parent: null }) as DeadlineNode;
+    const w = watcher();
+    expect(d.leftBeforeAbort()).toBeGreaterThan(0);
+    d.watchAbort(w);
+    d.dispose();
+    expect(d.isArmed).toBe(true);
+    d.unwatchAbort(w);
+    expect(d.subscriberCount).toBe(0);
+    expect(d.isArmed).toBe(false);
+  });
+
+  it('fires at the cutoff, and at once for a deadline already aborted', async () => {
+    const d = openDeadline({ operation: 'short', timeoutMs: 20, parent: null }) as DeadlineNode;
+    const w = watcher();
+    d.watchAbort(w);
+    await untilPassed(d);
+    await aborted(d.signal);
+    expect(w.seen).toHaveLength(1);
+    expect(w.seen[0]).toBeInstanceOf(DeadlineExceededError);
+    const late = watcher();
+    d.watchAbort(late);
+    expect(late.seen).toEqual(w.seen);
+    d.dispose();
+  });
+
+  it('leftBeforeAbort reads the clock once and sees a cutoff no timer has reported yet', () => {
+    const long = openDeadline({ operation: 'long', timeoutMs: 10_000, parent: null }) as DeadlineNode;
+    const d = openDeadline({ operation: 'blocked', timeoutMs: 1, parent: null }) as DeadlineNode;
+    // The event loop stays blocked past the cutoff: no timer can run.
+    while (d.remainingMs() > 0);
+    const reads = vi.spyOn(performance, 'now');
+    try {
+      expect(long.leftBeforeAbort()).toBeGreaterThan(0);
+      expect(reads).toHaveBeenCalledTimes(1);
+      reads.mockClear();
+      expect(d.leftBeforeAbort()).toBe(-1);
+      expect(reads).toHaveBeenCalledTimes(1);
+      expect(d.abortReason).toBeInstanceOf(DeadlineExceededError);
+    } finally {
+      reads.mockRestore();
+      disposeAll(long, d);
+    }
+  });
+
+  it('refusalFor reads the clock once', () => {
+    const d = openDeadline({ operation: 'call', timeoutMs: 10_000, parent: null });
+    const reads = vi.spyOn(performance, 'now');
+    try {
+      expect(refusalFor(d, 'pg.query', 0)).toBeUndefined();
+      expect(reads).toHaveBeenCalledTimes(1);
+      reads.mockClear();
+      expect(refusalFor(d, 'pg.query', 20_000)).toBeInstanceOf(InsufficientBudgetError);
+      expect(reads).toHaveBeenCalledTimes(1);
+    } finally {
+      reads.mockRestore();
+      d.dispose();
+    }
   });
 });

@@ -3,7 +3,7 @@ import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { DELETE_BAGGAGE, getDeadline, setValueAndBaggage, withDeadlineOffWire, withoutDeadline } from '../../src/context';
 import { DeadlineOnlyBaggage } from '../../src/deadline-baggage';
-import type { Deadline } from '../../src/deadline';
+import { DeadlineNode, type Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../../src/errors';
 import { endRefusedSpan } from '../../src/open';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
@@ -29,18 +29,37 @@ export type Decision =
 
 const PASS: Decision = { kind: 'pass' };
 
-/** Why a call must not start under `deadline`, or undefined if it may. */
-export function refusalFor(deadline: Deadline, operation: string, minUsefulMs: number): Error | undefined {
-  if (deadline.aborted) {
+/**
+ * The milliseconds left under `deadline`, or -1 once it has aborted: one
+ * clock read for this package's deadlines, so a guard can refuse, arm and
+ * clamp from the same reading.
+ */
+export function budgetLeft(deadline: Deadline): number {
+  if (deadline instanceof DeadlineNode) return deadline.leftBeforeAbort();
+  return deadline.aborted ? -1 : deadline.remainingMs();
+}
+
+/** Whether a call with `left` ms left (from budgetLeft) may start. */
+export function mayStart(left: number, minUsefulMs: number): boolean {
+  return left > 0 && left >= minUsefulMs;
+}
+
+/** Why a call with `left` ms left (from budgetLeft) must not start, or undefined if it may. */
+export function refusalAt(deadline: Deadline, left: number, operation: string, minUsefulMs: number): Error | undefined {
+  if (left < 0) {
     const reason = deadline.abortReason;
     return abortCodeOf(reason) === 'CANCELLED'
       ? new DeadlineCancelledError(operation, reason)
       : new DeadlineExceededError(operation, deadline.expiresAtMs, { cause: reason });
   }
-  const remaining = deadline.remainingMs();
-  if (remaining <= 0) return new DeadlineExceededError(operation, deadline.expiresAtMs);
-  if (remaining < minUsefulMs) return new InsufficientBudgetError(operation, minUsefulMs, remaining);
+  if (left === 0) return new DeadlineExceededError(operation, deadline.expiresAtMs);
+  if (left < minUsefulMs) return new InsufficientBudgetError(operation, minUsefulMs, left);
   return undefined;
+}
+
+/** Why a call must not start under `deadline`, or undefined if it may. */
+export function refusalFor(deadline: Deadline, operation: string, minUsefulMs: number): Error | undefined {
+  return refusalAt(deadline, budgetLeft(deadline), operation, minUsefulMs);
 }
 
 /**

@@ -36,12 +36,12 @@ export class DriverSpanSlot {
     return span;
   }
 
-  /** Runs the driver's method with `statement` as the one inner hooks report to. */
-  dispatch<T>(statement: DbStatement, call: () => T): T {
+  /** Runs the driver's method (`method.apply(self, args)`) with `statement` as the one inner hooks report to. */
+  dispatch(statement: DbStatement, method: (this: unknown, ...args: unknown[]) => unknown, self: unknown, args: unknown[]): unknown {
     const previous = this.dispatching;
     this.dispatching = statement;
     try {
-      return call();
+      return method.apply(self, args);
     } finally {
       this.dispatching = previous;
     }

@@ -1,11 +1,12 @@
 import { context } from '@opentelemetry/api';
-import { refusalFor } from '../client/begin';
+import type { Deadline } from '../../src/deadline';
+import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { isOwnWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
 import { driverInstrumented, type DriverSpanSlot } from './driver-span';
-import { clampBlockingTimeout } from './redis-blocking';
-import { DbStatement } from './statement';
+import { clampBlockingTimeout, isBlocking } from './redis-blocking';
+import { DbStatement, type CutoffHandler } from './statement';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Exports = Record<string, unknown>;
@@ -51,53 +52,80 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function') return original.apply(this, args);
       const name = String(command.name).toLowerCase();
       const observe = host.settings.mode === 'observe';
-      const statement = new DbStatement({ deadline, observe, write: !READ_COMMANDS.has(name), operation: `redis.${name}` });
-      if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
+      const guard = new RedisCommandGuard(deadline, observe, name, command);
+      if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
       const current = (this as Exports).sendCommand;
-      const refusal = refusalFor(deadline, `redis.${name}`, host.settings.minUsefulMs);
+      // The one clock read: refusal, the blocking timeout and arming all go by it.
+      const left = budgetLeft(deadline);
+      const minUsefulMs = host.settings.minUsefulMs;
+      const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, guard.operation, minUsefulMs);
       if (outerSpan === undefined && (!driverInstrumented(original, current, owner) || (refusal !== undefined && isOwnWrapper(current, owner)))) {
         const options = (this as { options?: { host?: unknown; port?: unknown } }).options ?? {};
         const attributes: Record<string, string | number> = { 'db.system.name': 'redis', 'db.operation.name': name };
         if (typeof options.host === 'string') attributes['server.address'] = options.host;
         if (typeof options.port === 'number') attributes['server.port'] = options.port;
-        statement.startOwnSpan(host.tracer, ctx, { name, attributes });
+        guard.startOwnSpan(host.tracer, ctx, { name, attributes });
       }
       if (refusal !== undefined) {
         if (!observe) {
-          statement.refuse(refusal);
+          guard.refuse(refusal);
           // On the next tick: an instrumentation-ioredis wrapped on top of us patches
           // `command.reject` once we return, and ends its span only through it.
           process.nextTick(() => command.reject(refusal));
           return command.promise;
         }
-        statement.markWouldReject();
+        guard.markWouldReject();
       }
-      if (!observe) clampBlockingTimeout(name, command.args, deadline.remainingMs());
-      statement.arm(() => {
-        const cutError = statement.errorFor();
-        statement.settle({ error: cutError, cancel: 'not_possible' });
-        command.reject(cutError);
-      });
-      const result = slot.dispatch(statement, () => original.apply(this, args));
-      settleFirst(command, statement);
+      if (!observe && isBlocking(name)) clampBlockingTimeout(name, command.args, left);
+      guard.arm(guard);
+      const result = slot.dispatch(guard, original, this, args);
+      guard.settleFirst();
       return result;
     };
 }
 
-/**
- * Settles the statement the moment ioredis resolves or rejects the command,
- * synchronously: before an instrumentation-ioredis below us (which patched
- * `resolve`/`reject` as we called it) ends its span, and with no gap in which
- * the cutoff could still call a resolved command unknown.
- */
-function settleFirst(command: RedisCommand, statement: DbStatement): void {
-  const { resolve, reject } = command;
-  command.resolve = (value: unknown) => {
-    statement.settle({});
-    resolve.call(command, value);
-  };
-  command.reject = (err: unknown) => {
-    statement.settle({ error: err });
-    reject.call(command, err);
-  };
+/** One command between sendCommand and its reply; the statement guard is also what stops it at the cutoff. */
+class RedisCommandGuard extends DbStatement implements CutoffHandler {
+  constructor(
+    deadline: Deadline,
+    observe: boolean,
+    private readonly name: string,
+    private readonly command: RedisCommand,
+  ) {
+    super(deadline, observe, 'redis', undefined);
+  }
+
+  /** `redis.get`: built only when an error or a refusal needs it. */
+  override get operation(): string {
+    return `redis.${this.name}`;
+  }
+
+  protected override isWrite(): boolean {
+    return !READ_COMMANDS.has(this.name);
+  }
+
+  onCutoff(): void {
+    const cutError = this.errorFor();
+    this.settle(cutError, 'not_possible');
+    this.command.reject(cutError);
+  }
+
+  /**
+   * Settles the statement the moment ioredis resolves or rejects the command,
+   * synchronously: before an instrumentation-ioredis below us (which patched
+   * `resolve`/`reject` as we called it) ends its span, and with no gap in which
+   * the cutoff could still call a resolved command unknown.
+   */
+  settleFirst(): void {
+    const { command } = this;
+    const { resolve, reject } = command;
+    command.resolve = (value: unknown) => {
+      this.settle();
+      resolve.call(command, value);
+    };
+    command.reject = (err: unknown) => {
+      this.settle(err);
+      reject.call(command, err);
+    };
+  }
 }

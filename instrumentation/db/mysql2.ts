@@ -1,7 +1,6 @@
 import { context, type Context, type Span } from '@opentelemetry/api';
-import { onDeadlineAbort, type Deadline } from '../../src/deadline';
-import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
-import { refusalFor } from '../client/begin';
+import type { Deadline } from '../../src/deadline';
+import { budgetLeft, mayStart, refusalAt, refusalFor } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { isOwnWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import type { DbCancel } from './attributes';
@@ -10,8 +9,9 @@ import { deliver, isFunction } from './deliver';
 import { driverInstrumented, type DriverSpanSlot } from './driver-span';
 import { CANCEL_GRACE_MS } from './pg-query';
 import { MysqlKiller } from './mysql2-kill';
-import { isSqlWrite, sqlCommand } from './sql';
-import { DbStatement, type SpanShape } from './statement';
+import { PoolWait } from './pool-wait';
+import { sqlCommand } from './sql';
+import { DbStatement, type CutoffHandler, type SpanShape } from './statement';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Exports = Record<string, unknown>;
@@ -127,10 +127,13 @@ function guarded(
   const command = typeof first === 'object' && isFunction(first.onResult) ? first : undefined;
   const sql = typeof first === 'string' ? first : first.sql;
   const observe = host.settings.mode === 'observe';
-  const statement = new DbStatement({ deadline, observe, write: () => isSqlWrite(sqlCommand(sql)), operation: OPERATION });
+  const statement = new DbStatement(deadline, observe, OPERATION, undefined, sql);
   if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
   const current = (connection as unknown as Record<string, unknown>)[method];
-  const refusal = refusalFor(deadline, OPERATION, host.settings.minUsefulMs);
+  // The one clock read before sending: refusal and arming both go by it.
+  const left = budgetLeft(deadline);
+  const minUsefulMs = host.settings.minUsefulMs;
+  const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, OPERATION, minUsefulMs);
   if (outerSpan === undefined && (!driverInstrumented(original, current, owner) || (refusal !== undefined && isOwnWrapper(current, owner)))) {
     statement.startOwnSpan(host.tracer, ctx, mysqlSpanShape(connection, sqlCommand(sql)));
   }
@@ -150,21 +153,21 @@ function guarded(
   }
   if (refusal !== undefined) statement.markWouldReject();
   if (callback === undefined) {
-    statement.settle({});
+    statement.settle();
     return original.apply(connection, args);
   }
   const call = new GuardedMysqlStatement(connection, statement, killer, callback);
   const callArgs = [...args];
   if (index >= 0) callArgs[index] = call.driverCallback;
   else command!.onResult = call.driverCallback;
-  const result = slot.dispatch(statement, () => original.apply(connection, callArgs)) as MysqlCommand | undefined;
+  const result = slot.dispatch(statement, original, connection, callArgs) as MysqlCommand | undefined;
   call.command = result ?? command;
   call.settleFirst();
-  statement.arm(() => call.onCutoff());
+  statement.arm(call);
   return result;
 }
 
-class GuardedMysqlStatement {
+class GuardedMysqlStatement implements CutoffHandler {
   command: MysqlCommand | undefined;
   private delivered = false;
   private kill: 'none' | 'pending' | 'told' | 'not_told' = 'none';
@@ -214,10 +217,10 @@ class GuardedMysqlStatement {
     const { statement } = this;
     if (statement.settled) return;
     const failed = err !== undefined && err !== null;
-    if (!statement.aborted) return statement.settle({ error: failed ? err : undefined });
+    if (!statement.aborted) return statement.settle(failed ? err : undefined);
     if (!failed) return statement.settleCompletedAfterCutoff('too_late');
-    if (isInterrupted(err)) return statement.settle({ error: statement.errorFor(err), cancel: 'confirmed' });
-    statement.settle({ error: err, cancel: this.kill === 'not_told' ? 'not_told' : 'unconfirmed' });
+    if (isInterrupted(err)) return statement.settle(statement.errorFor(err), 'confirmed');
+    statement.settle(err, this.kill === 'not_told' ? 'not_told' : 'unconfirmed');
   }
 
   onCutoff(): void {
@@ -257,7 +260,7 @@ class GuardedMysqlStatement {
     this.delivered = true;
     clearTimeout(this.grace);
     const error = this.statement.errorFor();
-    this.statement.settle({ error, cancel, sent });
+    this.statement.settle(error, cancel, sent);
     deliver(this.callback, error);
   }
 }
@@ -278,33 +281,43 @@ function makeGetConnectionWrapper(host: ClientHost) {
       const callback = context.bind(ctx, given as Callback);
       const refusal = refusalFor(deadline, 'mysql2.getConnection', host.settings.minUsefulMs);
       if (refusal !== undefined) return void process.nextTick(deliver, callback, refusal);
-      const pool = this as MysqlPool;
-      const queue = pool._connectionQueue;
-      const before = queue?.length ?? 0;
-      const wait: { settled: boolean; unsubscribe?: () => void } = { settled: false };
-      original.call(this, (err: unknown, conn?: { release(): void }) => {
-        if (wait.settled) {
-          if ((err === null || err === undefined) && conn !== undefined) conn.release();
-          return;
-        }
-        wait.settled = true;
-        wait.unsubscribe?.();
-        deliver(callback, err, conn);
-      });
-      if (wait.settled) return undefined;
-      const waiter = queue !== undefined && queue.length > before ? queue.peekAt(queue.length - 1) : undefined;
-      wait.unsubscribe = onDeadlineAbort(deadline, (reason) => {
-        if (wait.settled) return;
-        wait.settled = true;
-        wait.unsubscribe?.();
-        const index = waiter === undefined ? -1 : queue!.toArray().indexOf(waiter);
-        if (index >= 0) queue!.removeOne(index);
-        const error =
-          abortCodeOf(reason) === 'CANCELLED'
-            ? new DeadlineCancelledError('mysql2.getConnection', reason)
-            : new DeadlineExceededError('mysql2.getConnection', deadline.expiresAtMs, { cause: reason });
-        deliver(callback, error);
-      });
+      const wait = new MysqlPoolWait(deadline, callback);
+      wait.start(this as MysqlPool, original, wait.onConnection);
       return undefined;
     };
+}
+
+/** One Pool#getConnection waiting for a connection: leaves mysql2's queue at the cutoff. */
+class MysqlPoolWait extends PoolWait<MysqlPool> {
+  constructor(
+    deadline: Deadline,
+    private readonly callback: Callback,
+  ) {
+    super(deadline, 'mysql2.getConnection');
+  }
+
+  /** What the pool calls back: the connection goes to the caller, or back to the pool if the caller left. */
+  readonly onConnection = (err: unknown, conn?: { release(): void }): void => {
+    if (this.claim()) return deliver(this.callback, err, conn);
+    if ((err === null || err === undefined) && conn !== undefined) conn.release();
+  };
+
+  protected queueLength(pool: MysqlPool): number {
+    return pool._connectionQueue?.length ?? 0;
+  }
+
+  protected lastQueued(pool: MysqlPool): unknown {
+    const queue = pool._connectionQueue;
+    return queue === undefined ? undefined : queue.peekAt(queue.length - 1);
+  }
+
+  protected leaveQueue(pool: MysqlPool): void {
+    const queue = pool._connectionQueue;
+    const index = queue === undefined ? -1 : queue.toArray().indexOf(this.waiter);
+    if (index >= 0) queue!.removeOne(index);
+  }
+
+  protected fail(error: Error): void {
+    deliver(this.callback, error);
+  }
 }

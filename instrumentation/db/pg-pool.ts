@@ -1,6 +1,6 @@
 import { context, type Context } from '@opentelemetry/api';
-import { onDeadlineAbort, type Deadline } from '../../src/deadline';
-import { refusalFor } from '../client/begin';
+import type { Deadline } from '../../src/deadline';
+import { budgetLeft, mayStart, refusalAt, refusalFor } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { statementDeadline } from './begin';
 import { deliver, isFunction } from './deliver';
@@ -8,25 +8,60 @@ import { pgSpanShape, PG_OPERATION } from './pg-query';
 import { isPgCancel, type PgCallback, type PgClient, type PgConnectCallback, type PgPool } from './pg-types';
 import { isSqlWrite, sqlCommand } from './sql';
 import { DbStatement } from './statement';
-import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
+import { DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
+import { PoolWait } from './pool-wait';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
 const POOL_OPERATION = 'pg.pool.connect';
 
-/** Connect callbacks of our own Pool#query, which runs the query in its caller's context itself. */
-const INTERNAL_CALLBACKS = new WeakSet<object>();
+/**
+ * The connect callback of our own Pool#query while it calls `pool.connect`:
+ * that call, in the same synchronous step, has been admitted already and runs
+ * its query in its caller's context itself.
+ */
+let internalConnect: PgConnectCallback | undefined;
 
 /** Marks errors a pool wait ended with, so Pool#query can tell them from the driver's. */
 const POOL_WAIT_ERRORS = new WeakSet<object>();
 
-function poolWaitError(reason: unknown, expiresAtMs: number): Error {
-  const error =
-    abortCodeOf(reason) === 'CANCELLED'
-      ? new DeadlineCancelledError(POOL_OPERATION, reason)
-      : new DeadlineExceededError(POOL_OPERATION, expiresAtMs, { cause: reason });
-  POOL_WAIT_ERRORS.add(error);
-  return error;
+/** One Pool#connect waiting for a connection: leaves pg-pool's queue at the cutoff. */
+class PgPoolWait extends PoolWait<PgPool> {
+  constructor(
+    deadline: Deadline,
+    private readonly callback: PgConnectCallback,
+  ) {
+    super(deadline, POOL_OPERATION);
+  }
+
+  /** What pg-pool calls back: the connection goes to the caller, or back to the pool if the caller left. */
+  readonly onConnected = (err: unknown, client?: PgClient, release?: (err?: unknown) => void): void => {
+    if (this.claim()) return deliver(this.callback, err, client, release);
+    // Its caller left at the cutoff: the connection goes back to the pool unused.
+    if (err === undefined || err === null) release?.();
+  };
+
+  protected queueLength(pool: PgPool): number {
+    return pool._pendingQueue?.length ?? 0;
+  }
+
+  protected lastQueued(pool: PgPool): unknown {
+    return pool._pendingQueue?.at(-1);
+  }
+
+  protected leaveQueue(pool: PgPool): void {
+    const queue = pool._pendingQueue;
+    const waiter = this.waiter as { timedOut?: boolean };
+    const index = queue === undefined ? -1 : queue.indexOf(waiter);
+    if (index < 0) return;
+    queue!.splice(index, 1);
+    waiter.timedOut = true;
+  }
+
+  protected fail(error: Error): void {
+    POOL_WAIT_ERRORS.add(error);
+    deliver(this.callback, error);
+  }
 }
 
 /**
@@ -38,51 +73,30 @@ function poolWaitError(reason: unknown, expiresAtMs: number): Error {
 export function makePgPoolConnectWrapper(host: ClientHost) {
   return (original: AnyFunction): AnyFunction =>
     function connect(this: unknown, ...args: unknown[]): unknown {
+      const given = isFunction(args[0]) ? (args[0] as PgConnectCallback) : undefined;
+      const internal = given !== undefined && given === internalConnect;
+      internalConnect = undefined;
       const ctx = context.active();
       const deadline = statementDeadline(host, 'pg', ctx);
       const pool = this as PgPool;
       if (deadline === undefined || host.settings.mode === 'observe' || pool.ending === true) return original.apply(this, args);
-      const given = isFunction(args[0]) ? (args[0] as PgConnectCallback) : undefined;
       let promise: Promise<unknown> | undefined;
       let callback: PgConnectCallback;
       // Our own Pool#query sets its context itself; a caller's callback runs in the caller's context.
-      if (given !== undefined) callback = INTERNAL_CALLBACKS.has(given) ? given : context.bind(ctx, given);
+      if (given !== undefined) callback = internal ? given : context.bind(ctx, given);
       else {
         promise = new (pool.Promise ?? Promise)((resolve, reject) => {
           callback = (err, client) => (err ? reject(err) : resolve(client));
         });
       }
-      const refusal = refusalFor(deadline, POOL_OPERATION, host.settings.minUsefulMs);
+      // Our own Pool#query was admitted a moment ago, in this same synchronous step.
+      const refusal = internal ? undefined : refusalFor(deadline, POOL_OPERATION, host.settings.minUsefulMs);
       if (refusal !== undefined) {
         process.nextTick(deliver, callback!, refusal);
         return promise;
       }
-      const queue = pool._pendingQueue;
-      const queuedBefore = queue?.length ?? 0;
-      const wait: { settled: boolean; unsubscribe?: () => void } = { settled: false };
-      original.call(pool, (err: unknown, client?: PgClient, release?: (err?: unknown) => void) => {
-        if (wait.settled) {
-          // Its caller left at the cutoff: the connection goes back to the pool unused.
-          if (err === undefined || err === null) release?.();
-          return;
-        }
-        wait.settled = true;
-        wait.unsubscribe?.();
-        deliver(callback, err, client, release);
-      });
-      if (wait.settled) return promise;
-      const waiter = queue !== undefined && queue.length > queuedBefore ? queue[queue.length - 1] : undefined;
-      wait.unsubscribe = onDeadlineAbort(deadline, (reason) => {
-        if (wait.settled) return;
-        wait.settled = true;
-        wait.unsubscribe?.();
-        const index = waiter === undefined || queue === undefined ? -1 : queue.indexOf(waiter);
-        if (index >= 0) {
-          queue!.splice(index, 1);
-          waiter!.timedOut = true;
-        }
-        deliver(callback, poolWaitError(reason, deadline.expiresAtMs));
-      });
+      const wait = new PgPoolWait(deadline, callback!);
+      wait.start(pool, original, wait.onConnected);
       return promise;
     };
 }
@@ -122,8 +136,11 @@ export function makePgPoolQueryWrapper(host: ClientHost) {
           callback = (err, res) => (err ? reject(err) : resolve(res));
         });
       }
-      const refusal = refusalFor(deadline, PG_OPERATION, host.settings.minUsefulMs);
-      if (refusal !== undefined) {
+      // The one clock read before the wait; the query reads it again once it has a connection.
+      const left = budgetLeft(deadline);
+      const minUsefulMs = host.settings.minUsefulMs;
+      if (!mayStart(left, minUsefulMs)) {
+        const refusal = refusalAt(deadline, left, PG_OPERATION, minUsefulMs)!;
         recordUnsent(host, ctx, deadline, pool, text, refusal, true);
         process.nextTick(deliver, callback!, refusal);
         return promise;
@@ -135,8 +152,12 @@ export function makePgPoolQueryWrapper(host: ClientHost) {
         }
         runOnClient(ctx, client!, text, values, callback);
       };
-      INTERNAL_CALLBACKS.add(onConnect);
-      pool.connect(onConnect);
+      internalConnect = onConnect;
+      try {
+        pool.connect(onConnect);
+      } finally {
+        internalConnect = undefined;
+      }
       return promise;
     };
 }
@@ -175,9 +196,9 @@ function runOnClient(ctx: Context, client: PgClient, text: unknown, values: unkn
  */
 function recordUnsent(host: ClientHost, ctx: Context, deadline: Deadline, pool: PgPool, text: unknown, error: Error, refused: boolean): void {
   const command = sqlCommand(typeof text === 'string' ? text : (text as { text?: unknown } | null)?.text);
-  const statement = new DbStatement({ deadline, observe: false, write: isSqlWrite(command), operation: PG_OPERATION });
+  const statement = new DbStatement(deadline, false, PG_OPERATION, isSqlWrite(command));
   statement.startOwnSpan(host.tracer, ctx, pgSpanShape({ connectionParameters: pool.options } as PgClient, command));
   if (refused) return statement.refuse(error);
   statement.reason = error.cause ?? error;
-  statement.settle({ error, sent: false });
+  statement.settle(error, undefined, false);
 }

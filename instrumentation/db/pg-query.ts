@@ -1,6 +1,6 @@
 import { context, type Context, type Span } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
-import { refusalFor } from '../client/begin';
+import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { isOwnWrapper } from '../wrap';
 import type { DbCancel } from './attributes';
@@ -9,8 +9,8 @@ import { deliver, isFunction } from './deliver';
 import { driverInstrumented, type DriverSpanSlot } from './driver-span';
 import { sendPgCancel } from './pg-cancel';
 import { activeQueryOf, isPgCancel, type PgCallback, type PgClient, type PgQuery } from './pg-types';
-import { isSqlWrite, sqlCommand } from './sql';
-import { DbStatement, type SpanShape } from './statement';
+import { sqlCommand } from './sql';
+import { DbStatement, type CutoffHandler, type SpanShape } from './statement';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
@@ -91,9 +91,12 @@ function guardedQuery(
   const text = typeof config === 'string' ? config : config.text;
   const observe = host.settings.mode === 'observe';
   // The command is read from the text only when it is needed: at a cutoff, or for a span of our own.
-  const statement = new DbStatement({ deadline, observe, write: () => isSqlWrite(sqlCommand(text)), operation: PG_OPERATION });
+  const statement = new DbStatement(deadline, observe, PG_OPERATION, undefined, text);
   if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
-  const refusal = refusalFor(deadline, PG_OPERATION, host.settings.minUsefulMs);
+  // The one clock read before sending: refusal and arming both go by it.
+  const left = budgetLeft(deadline);
+  const minUsefulMs = host.settings.minUsefulMs;
+  const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, PG_OPERATION, minUsefulMs);
   const weAreOutermost = isOwnWrapper(client.query, owner);
   // A refused query never reaches an instrumentation below us; one above us shows its span through the hook.
   if (outerSpan === undefined && (!driverInstrumented(original, client.query, owner) || (refusal !== undefined && weAreOutermost))) {
@@ -110,7 +113,7 @@ function guardedQuery(
 }
 
 /** One query between dispatch and delivery: finds it in pg's queues at the cutoff, cancels it, delivers once. */
-class GuardedPgQuery {
+class GuardedPgQuery implements CutoffHandler {
   private query: PgQuery | undefined;
   private userCallback: PgCallback | undefined;
   private delivered = false;
@@ -148,10 +151,10 @@ class GuardedPgQuery {
     const queue = client._queryQueue;
     const queuedBefore = queue?.length ?? 0;
     const activeBefore = activeQueryOf(client);
-    const result = slot.dispatch(this.statement, () => original.apply(client, callArgs));
+    const result = slot.dispatch(this.statement, original, client, callArgs);
     this.query = this.submittable ?? this.locate(queuedBefore, activeBefore);
     if (this.submittable === undefined) this.settleFirst(this.query);
-    this.statement.arm(() => this.onCutoff());
+    this.statement.arm(this);
     return promise ?? result;
   }
 
@@ -176,12 +179,12 @@ class GuardedPgQuery {
     const { statement } = this;
     if (statement.settled) return;
     const failed = err !== undefined && err !== null;
-    if (!statement.aborted) return statement.settle({ error: failed ? err : undefined });
-    if (failed && err === this.ownError) return statement.settle({ error: err, sent: false });
+    if (!statement.aborted) return statement.settle(failed ? err : undefined);
+    if (failed && err === this.ownError) return statement.settle(err, undefined, false);
     if (!failed) return statement.settleCompletedAfterCutoff('too_late');
-    if (isPgCancel(err)) return statement.settle({ error: statement.errorFor(err), cancel: 'confirmed' });
+    if (isPgCancel(err)) return statement.settle(statement.errorFor(err), 'confirmed');
     // It failed on its own (a constraint, a lost connection): that error is the truth.
-    statement.settle({ error: err, cancel: this.cancel === 'not_told' ? 'not_told' : 'unconfirmed' });
+    statement.settle(err, this.cancel === 'not_told' ? 'not_told' : 'unconfirmed');
   }
 
   /** The Query pg made for this call: the newest in its queue, or the one it started at once. */
@@ -192,7 +195,7 @@ class GuardedPgQuery {
     return active !== activeBefore && active !== null ? active : undefined;
   }
 
-  private onCutoff(): void {
+  onCutoff(): void {
     const { client, query } = this;
     const queue = client._queryQueue;
     const index = query === undefined || queue === undefined ? -1 : queue.indexOf(query);
@@ -201,7 +204,7 @@ class GuardedPgQuery {
       queue!.splice(index, 1);
       this.ownError = this.statement.errorFor();
       if (this.submittable !== undefined) {
-        this.statement.settle({ error: this.ownError, sent: false });
+        this.statement.settle(this.ownError, undefined, false);
         return failSubmittable(this.submittable, this.ownError, client.connection);
       }
       return query!.handleError?.(this.ownError, client.connection);
@@ -251,7 +254,7 @@ class GuardedPgQuery {
     this.delivered = true;
     clearTimeout(this.grace);
     const error = this.statement.errorFor();
-    this.statement.settle({ error, cancel, sent: true });
+    this.statement.settle(error, cancel, true);
     if (this.submittable !== undefined) {
       this.failedByUs = true;
       return failSubmittable(this.submittable, error, this.client.connection);
@@ -293,7 +296,7 @@ class GuardedPgQuery {
         failure = this.statement.errorFor(err);
         this.delivered = true;
         clearTimeout(this.grace);
-        this.statement.settle({ error: failure, cancel: 'confirmed' });
+        this.statement.settle(failure, 'confirmed');
         return handleError.call(query, failure, connection);
       }
       failure ??= err;
@@ -305,7 +308,7 @@ class GuardedPgQuery {
         this.delivered = true;
         clearTimeout(this.grace);
         if (this.statement.aborted && failure === undefined) this.statement.settleCompletedAfterCutoff('too_late');
-        else this.statement.settle({ error: failure, cancel: this.cancel === 'told' ? 'unconfirmed' : undefined });
+        else this.statement.settle(failure, this.cancel === 'told' ? 'unconfirmed' : undefined);
       }
       // pg-cursor would mark itself done and emit 'end', so its next read would see no error.
       if (this.failedByUs) return;

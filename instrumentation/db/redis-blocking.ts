@@ -17,6 +17,11 @@ const BLOCKING: Record<string, { at: 'last' | 'first' | 'block'; unit: 's' | 'ms
   wait: { at: 'last', unit: 'ms' },
 };
 
+/** Whether `name` (lower case) is a blocking command whose timeout is clamped. */
+export function isBlocking(name: string): boolean {
+  return Object.prototype.hasOwnProperty.call(BLOCKING, name);
+}
+
 /**
  * Clamps a blocking command's timeout argument, in place, to `remainingMs`:
  * 0 (block forever) and anything longer become the time left, so the server
@@ -25,7 +30,7 @@ const BLOCKING: Record<string, { at: 'last' | 'first' | 'block'; unit: 's' | 'ms
  * would mean forever. Unparseable arguments are left alone.
  */
 export function clampBlockingTimeout(name: string, args: unknown[], remainingMs: number): void {
-  const spec = BLOCKING[name];
+  const spec = isBlocking(name) ? BLOCKING[name] : undefined;
   if (spec === undefined || args.length === 0) return;
   let index = spec.at === 'last' ? args.length - 1 : 0;
   if (spec.at === 'block') {

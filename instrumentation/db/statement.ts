@@ -1,11 +1,15 @@
 import { SpanKind, SpanStatusCode, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { onDeadlineAbort, type Deadline } from '../../src/deadline';
+import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
 import { abortCodeOf, describeAbortReason, DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME, type DeadlineOutcome } from '../../src/attributes';
 import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
+import { countAdded, directAttributes, isNewKey } from '../../src/processor/direct-attributes';
 import { ATTR_DEADLINE_DB_CANCEL, type DbCancel } from './attributes';
+import { isSqlWrite, sqlCommand } from './sql';
 
 const COMPLETED: Readonly<Record<string, string>> = Object.freeze({ [ATTR_DEADLINE_OUTCOME]: 'completed' });
+
+const WOULD_ABORT: Readonly<Record<string, boolean>> = Object.freeze({ [ATTR_DEADLINE_WOULD_ABORT]: true });
 
 /** What a statement span is named and described with, as the OTel driver instrumentations do. */
 export interface SpanShape {
@@ -13,46 +17,58 @@ export interface SpanShape {
   attributes: Record<string, string | number>;
 }
 
-export interface StatementInit {
-  deadline: Deadline;
-  observe: boolean;
-  /**
-   * A write whose fate the server did not confirm is `unknown`; a read is
-   * `expired`. A function is asked only when that matters (at a cutoff).
-   */
-  write: boolean | (() => boolean);
-  /** What the error and the span name the statement by, e.g. `pg.query`. */
-  operation: string;
+/** Who stops the statement when the cutoff (or a cancellation) reaches it. */
+export interface CutoffHandler {
+  onCutoff(reason: unknown): void;
 }
 
 /**
  * The deadline guard of one database statement (or command), from the moment
  * it is handed to the driver until its result or error is delivered.
  *
- * It subscribes to the deadline's abort when armed and unsubscribes when it
+ * It watches the deadline's abort when armed and stops watching when it
  * settles, never earlier: a statement started inside a deadline scope and
  * awaited after the scope ended is still cut at the cutoff. It writes the
  * outcome on the driver's span (instrumentation-pg, -mysql2, -ioredis) when
  * one was shown to it, or on a CLIENT span of its own.
+ *
+ * It runs on every guarded statement, so the success path allocates nothing
+ * it can do without: the guard is its own abort watcher, its error names and
+ * its read/write class are worked out only at a cutoff.
  */
-export class DbStatement {
+export class DbStatement implements AbortWatcher {
   readonly deadline: Deadline;
   readonly observe: boolean;
-  private readonly isWrite: boolean | (() => boolean);
-  readonly operation: string;
+  private readonly baseOperation: string;
+  /** undefined: decided from `sql` (its command word), and only when it matters. */
+  private readonly write: boolean | undefined;
+  private readonly sql: unknown;
   settled = false;
   /** The abort reason, once the cutoff (or a cancellation) reached the statement. */
   reason: unknown = undefined;
-  private span: Span | undefined;
+  private span: Span | undefined = undefined;
   private ownSpan = false;
-  private unsubscribe: (() => void) | undefined;
-  private attributes: Record<string, string | boolean> | undefined;
+  private handler: CutoffHandler | undefined = undefined;
+  /** Set while armed on a deadline that is not one of ours (ours are watched without a closure). */
+  private unsubscribe: (() => void) | undefined = undefined;
+  private attributes: Record<string, string | boolean> | undefined = undefined;
 
-  constructor(init: StatementInit) {
-    this.deadline = init.deadline;
-    this.observe = init.observe;
-    this.isWrite = init.write;
-    this.operation = init.operation;
+  /**
+   * `write`: a write whose fate the server did not confirm is `unknown`, a
+   * read `expired`; undefined to decide it from the SQL text `sql` at a cutoff.
+   * `operation` is what the error and the span name the statement by, e.g. `pg.query`.
+   */
+  constructor(deadline: Deadline, observe: boolean, operation: string, write: boolean | undefined, sql?: unknown) {
+    this.deadline = deadline;
+    this.observe = observe;
+    this.baseOperation = operation;
+    this.write = write;
+    this.sql = sql;
+  }
+
+  /** What the error and the span name the statement by. */
+  get operation(): string {
+    return this.baseOperation;
   }
 
   get aborted(): boolean {
@@ -74,21 +90,35 @@ export class DbStatement {
   }
 
   /**
-   * Calls `onCutoff(reason)` once at the cutoff or on cancellation, unless the
-   * statement settles first. Observe mode only records `deadline.would_abort`.
+   * Calls `handler.onCutoff(reason)` once at the cutoff or on cancellation,
+   * unless the statement settles first. Observe mode only records
+   * `deadline.would_abort`. The caller has read the clock (budgetLeft) just
+   * before, in the same synchronous step.
    */
-  arm(onCutoff: (reason: unknown) => void): void {
+  arm(handler: CutoffHandler): void {
     if (this.settled) return;
-    const unsubscribe = onDeadlineAbort(this.deadline, (reason) => {
-      if (this.settled || this.reason !== undefined) return;
-      if (this.observe) return this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true });
-      this.reason = reason ?? new DeadlineExceededError(this.operation, this.deadline.expiresAtMs);
-      this.unsubscribe?.();
-      this.unsubscribe = undefined;
-      onCutoff(this.reason);
-    });
-    if (this.settled || this.reason !== undefined) unsubscribe();
-    else this.unsubscribe = unsubscribe;
+    this.handler = handler;
+    const stop = watchDeadlineAbort(this.deadline, this);
+    // A foreign deadline that had already aborted called us back before returning `stop`.
+    if (this.handler === undefined) stop?.();
+    else this.unsubscribe = stop;
+  }
+
+  /** @internal The deadline aborted while the statement was armed. */
+  onDeadlineAbort(reason: unknown): void {
+    if (this.settled || this.reason !== undefined) return;
+    if (this.observe) return this.record(WOULD_ABORT);
+    this.reason = reason ?? new DeadlineExceededError(this.operation, this.deadline.expiresAtMs);
+    const handler = this.handler;
+    this.disarm();
+    handler?.onCutoff(this.reason);
+  }
+
+  private disarm(): void {
+    if (this.handler === undefined) return;
+    this.handler = undefined;
+    unwatchDeadlineAbort(this.deadline, this, this.unsubscribe);
+    this.unsubscribe = undefined;
   }
 
   /** The error the caller gets for the abort, with the driver's error (if any) as `cause`. */
@@ -101,7 +131,7 @@ export class DbStatement {
   /** Nothing was sent: the deadline had passed or too little was left. */
   refuse(error: Error): void {
     this.record({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: abortCodeOf(error) });
-    this.settle({ error });
+    this.settle(error);
   }
 
   /** Observe mode: enforce mode would have refused this statement. */
@@ -112,39 +142,43 @@ export class DbStatement {
   /**
    * Ends the guard. `cancel` says what the server was told; the outcome follows
    * from it: a confirmed cancel is `expired`/`cancelled`, an unconfirmed write
-   * `unknown`, a statement the cutoff reached before it was sent `expired`.
+   * `unknown`, a statement the cutoff reached before it was sent (`sent`
+   * false) `expired`.
    */
-  settle(result: { error?: unknown; cancel?: DbCancel; sent?: boolean }): void {
+  settle(error?: unknown, cancel?: DbCancel, sent = true): void {
     if (this.settled) return;
     this.settled = true;
-    this.unsubscribe?.();
-    this.unsubscribe = undefined;
+    this.disarm();
     if (this.reason !== undefined) {
       const attrs: Record<string, string | boolean> = {
-        [ATTR_DEADLINE_OUTCOME]: this.abortOutcome(result.cancel, result.sent ?? true),
+        [ATTR_DEADLINE_OUTCOME]: this.abortOutcome(cancel, sent),
         [ATTR_DEADLINE_ABORT_CODE]: abortCodeOf(this.reason),
         [ATTR_DEADLINE_ABORT_REASON]: describeAbortReason(this.reason),
       };
-      if (result.cancel !== undefined) attrs[ATTR_DEADLINE_DB_CANCEL] = result.cancel;
+      if (cancel !== undefined) attrs[ATTR_DEADLINE_DB_CANCEL] = cancel;
       this.record(attrs);
-    } else if (result.error === undefined && !this.observe) {
+    } else if (error === undefined && !this.observe) {
       // Finished before its cutoff reached it, even if the clock passed it while the result was on its way.
-      this.record(COMPLETED);
+      this.recordCompleted();
     }
-    if (this.ownSpan) this.endOwnSpan(result.error);
+    if (this.ownSpan) this.endOwnSpan(error);
   }
 
   /** The cutoff reached the statement but it finished anyway: the result stands. */
   settleCompletedAfterCutoff(cancel: DbCancel): void {
     this.reason = undefined;
     this.record({ [ATTR_DEADLINE_DB_CANCEL]: cancel });
-    this.settle({});
+    this.settle();
+  }
+
+  /** Whether the statement may have changed data: asked only at a cutoff. */
+  protected isWrite(): boolean {
+    return this.write ?? isSqlWrite(sqlCommand(this.sql));
   }
 
   private abortOutcome(cancel: DbCancel | undefined, sent: boolean): DeadlineOutcome {
     const cancelled = abortCodeOf(this.reason) === 'CANCELLED';
-    const write = typeof this.isWrite === 'function' ? this.isWrite() : this.isWrite;
-    if (!sent || cancel === 'confirmed' || !write) return cancelled ? 'cancelled' : 'expired';
+    if (!sent || cancel === 'confirmed' || !this.isWrite()) return cancelled ? 'cancelled' : 'expired';
     return 'unknown';
   }
 
@@ -155,6 +189,22 @@ export class DbStatement {
       span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === 'string' ? code : (error as Error)?.name });
     }
     span.end();
+  }
+
+  /**
+   * `deadline.outcome=completed`, on every guarded statement: one literal-key
+   * store into the SDK span's attribute map where it can take it as
+   * setAttribute would (see src/processor/direct-attributes), so the span's
+   * map stays a fast object; setAttribute otherwise.
+   */
+  private recordCompleted(): void {
+    const span = this.span;
+    if (span === undefined || !span.isRecording()) return this.record(COMPLETED);
+    const attributes = directAttributes(span, 1, 9);
+    if (attributes === undefined) return void span.setAttribute(ATTR_DEADLINE_OUTCOME, 'completed');
+    const added = isNewKey(attributes, ATTR_DEADLINE_OUTCOME);
+    attributes['deadline.outcome' satisfies typeof ATTR_DEADLINE_OUTCOME] = 'completed';
+    countAdded(span, added);
   }
 
   private record(attributes: Record<string, string | boolean>): void {

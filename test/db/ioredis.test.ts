@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeadlineCancelledError, DeadlineExceededError, DeadlineInstrumentation, openDeadline } from '../../src';
+import type { DeadlineNode } from '../../src/deadline';
 import { passedDeadline } from '../helpers/clock';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { eventually, under } from './pg-fixture';
@@ -56,6 +57,18 @@ describe.each(lines)('%s', (_label, Redis) => {
     clients.push(c);
     return c;
   }
+
+  it('finished commands leave nothing watching the deadline: dispose releases it', async () => {
+    const c = client();
+    await c.ping();
+    const key = `otel-deadline:${randomUUID()}`;
+    const deadline = openDeadline({ operation: 'scope', timeoutMs: 10_000, parent: null }) as DeadlineNode;
+    await under(deadline, () => Promise.all([c.set(key, 'v'), c.get(key), c.del(key)]));
+    expect(deadline.subscriberCount).toBe(0);
+    deadline.dispose();
+    expect(deadline.isArmed).toBe(false);
+    expect(otel.spans().map((s) => `${s.name} ${s.attributes['deadline.outcome']}`)).toEqual(['set completed', 'get completed', 'del completed']);
+  });
 
   it('refuses a command under an expired deadline: nothing reaches the server', async () => {
     const c = client();

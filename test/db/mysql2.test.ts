@@ -8,6 +8,7 @@ import { createRequire } from 'node:module';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeadlineCancelledError, DeadlineExceededError, DeadlineInstrumentation, InsufficientBudgetError, openDeadline } from '../../src';
+import type { DeadlineNode } from '../../src/deadline';
 import { passedDeadline } from '../helpers/clock';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { createMysqlLog, MYSQL_CONFIG as CONFIG, MYSQL_LOG as LOG, ranOnMysql, runningOnMysql } from './mysql-fixture';
@@ -133,6 +134,18 @@ describe('mysql2 in flight at the cutoff', () => {
     const [again] = await pool.query('SELECT CONNECTION_ID() AS id');
     expect((again as { id: number }[])[0].id).toBe((first as { id: number }[])[0].id);
     deadline.dispose();
+  });
+
+  it('finished statements and pool waits leave nothing watching the deadline: dispose releases it', async () => {
+    const pool = mysqlPromise.createPool({ ...CONFIG, connectionLimit: 1 });
+    cleanups.push(() => pool.end());
+    const deadline = openDeadline({ operation: 'scope', timeoutMs: 10_000, parent: null }) as DeadlineNode;
+    // Two at once on a pool of one: the second waits for the first's connection.
+    await under(deadline, () => Promise.all([pool.query('SELECT 1'), pool.execute('SELECT 2')]));
+    expect(deadline.subscriberCount).toBe(0);
+    deadline.dispose();
+    expect(deadline.isArmed).toBe(false);
+    expect(mysqlSpans().map((s) => s.attributes['deadline.outcome'])).toEqual(['completed', 'completed']);
   });
 
   it('a pool waiter past the cutoff leaves the queue and never gets a connection', async () => {

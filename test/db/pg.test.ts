@@ -15,6 +15,7 @@ import {
   openDeadline,
   withDeadline,
 } from '../../src';
+import type { DeadlineNode } from '../../src/deadline';
 import { passedDeadline } from '../helpers/clock';
 import { installOtel, sleep, type TestOtel } from '../helpers/otel';
 import { startTcpProxy } from './tcp-proxy';
@@ -386,6 +387,23 @@ describe('the cancel path’s edges', () => {
 });
 
 describe('the guard lives as long as the statement', () => {
+  it('a finished Client#query, Pool#query and pool wait leave nothing watching the deadline: dispose releases it', async () => {
+    const c = await client();
+    const p = pool({ max: 1 });
+    const deadline = openDeadline({ operation: 'scope', timeoutMs: 10_000, parent: null }) as DeadlineNode;
+    await under(deadline, async () => {
+      await c.query('SELECT 1');
+      // Two at once on a pool of one: the second waits for the first's connection.
+      await Promise.all([p.query('SELECT 1'), p.query('SELECT 2')]);
+      const held = await p.connect();
+      held.release();
+    });
+    expect(deadline.subscriberCount).toBe(0);
+    deadline.dispose();
+    expect(deadline.isArmed).toBe(false);
+    expect(pgSpans().map((s) => s.attributes['deadline.outcome'])).toEqual(['completed', 'completed', 'completed']);
+  });
+
   it('a query started inside withDeadline and awaited after it returned is still cancelled at the cutoff', async () => {
     const c = await client();
     const marker = tag();
