@@ -8,7 +8,7 @@ import {
   type ManagedDeadline,
 } from '../src';
 import { onDeadlineAbort, type AbortWatcher, type DeadlineNode } from '../src/deadline';
-import { refusalFor } from '../instrumentation/client/begin';
+import { mayStart, refusalAt, refusalFor } from '../instrumentation/client/begin';
 import { untilPassed } from './helpers/clock';
 import { aborted, sleep } from './helpers/otel';
 import { watchTimers } from './helpers/timers';
@@ -450,6 +450,14 @@ describe('watchAbort and leftBeforeAbort (what database guards use on every stat
       reads.mockRestore();
       disposeAll(long, d);
     }
+  });
+
+  it('mayStart says yes exactly when refusalAt has no refusal', () => {
+    const d = openDeadline({ operation: 'call', timeoutMs: 10_000, parent: null });
+    for (const left of [-1, 0, 0.5, 5, 50, Number.NaN]) {
+      for (const minUsefulMs of [0, 5, 100]) expect(mayStart(left, minUsefulMs)).toBe(refusalAt(d, left, 'op', minUsefulMs) === undefined);
+    }
+    d.dispose();
   });
 
   it('refusalFor reads the clock once', () => {

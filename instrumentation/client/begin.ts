@@ -39,9 +39,9 @@ export function budgetLeft(deadline: Deadline): number {
   return deadline.aborted ? -1 : deadline.remainingMs();
 }
 
-/** Whether a call with `left` ms left (from budgetLeft) may start. */
+/** Whether a call with `left` ms left (from budgetLeft) may start: exactly when refusalAt has no refusal (NaN included). */
 export function mayStart(left: number, minUsefulMs: number): boolean {
-  return left > 0 && left >= minUsefulMs;
+  return !(left <= 0 || left < minUsefulMs);
 }
 
 /** Why a call with `left` ms left (from budgetLeft) must not start, or undefined if it may. */
