@@ -12,14 +12,18 @@
 // (no concurrent compilation or GC threads), and the batch span processor
 // exports only full batches (no timer).
 //
-// Two things would otherwise swamp a per-operation difference of a few
+// Three things would otherwise swamp a per-operation difference of a few
 // percent. V8 optimizes functions (TurboFan) on the main thread under
-// --predictable, and it still optimized about 130 functions in the measured
-// operations after the 1,000 warm-up ones: that one-off compilation was about
-// 70% of the instructions counted, and it grows with the amount of code on the
-// path, not with its per-call cost. So the table shows the instructions
-// without TurboFan compilation (the inclusive cost of
+// --predictable, and with 1,000 warm-up operations it still optimized about
+// 130 functions in the 2,000 measured ones (--trace-opt, pg-throughput: 130,
+// then 19, 10, 4, 1 in the next rounds of 2,000): that one-off compilation was
+// about 70% of the instructions counted, and it grows with the amount of code
+// on the path, not with its per-call cost. So the table shows the
+// instructions without TurboFan compilation (the inclusive cost of
 // Runtime_CompileOptimized, read with callgrind_annotate) next to the total.
+// The functions not optimized yet ran in the interpreter meanwhile: the
+// warm-up is 8,000 operations (BENCH_DB_INSTR_WARMUP), after which redis GET
+// guard-off counted 77k steady instructions instead of 107k.
 // And scavenges fell in the window by chance (two or three of them, ~10k
 // instructions per operation each): the young generation is emptied (a minor
 // gc()) just before the first mark and its size is pinned, so the scavenges
@@ -35,8 +39,9 @@ import { BASELINE, MODES, startWorkload } from './db-workload.mjs';
 import { fmt } from './stats.mjs';
 
 const COUNT = Number(process.env.BENCH_DB_INSTR_COUNT ?? 2000);
-const WARMUP = 1000;
-const WORKLOADS = ['pg-throughput', 'redis-throughput'];
+const WARMUP = Number(process.env.BENCH_DB_INSTR_WARMUP ?? 8000);
+/** BENCH_DB_INSTR_WORKLOADS=redis-throughput counts only that workload (while iterating). */
+const WORKLOADS = process.env.BENCH_DB_INSTR_WORKLOADS ? process.env.BENCH_DB_INSTR_WORKLOADS.split(',') : ['pg-throughput', 'redis-throughput'];
 /** BENCH_DB_INSTR_MODES=guard-off,guard-on counts only those modes (while iterating); a mode's baseline missing leaves its comparison empty. */
 const RUN_MODES = process.env.BENCH_DB_INSTR_MODES ? process.env.BENCH_DB_INSTR_MODES.split(',') : MODES;
 /** The young generation's semi-space, pinned (V8's largest default on 64-bit). */
@@ -137,7 +142,7 @@ async function main() {
     `after ${fmt(WARMUP)} warm-up operations, counted between two marks in one process per workload and mode (the servers and the`,
     `kernel are not counted), divided by ${fmt(COUNT)}. V8 with --predictable, its young generation emptied at the first mark and`,
     `pinned at ${SEMI_SPACE_MB} MB. "steady" leaves out TurboFan compilation (Runtime_CompileOptimized, inclusive), which V8 still does`,
-    'on the main thread in those operations, once per function, and which is most of "total". Node ' + `${process.version}.`,
+    'on the main thread in those operations: once per function, a one-off that falls in the window by chance. Node ' + `${process.version}.`,
     '',
     '| workload | mode | steady / op | total / op | compared with | steady over it | it / mode (steady) | total over it |',
     '| --- | --- | ---: | ---: | --- | ---: | ---: | ---: |',
@@ -155,6 +160,7 @@ async function main() {
     '',
     '"it / mode" is the throughput ratio the client\'s steady instruction counts alone would give a client-bound workload;',
     'the servers\' work, the same in every mode, brings the real ratio closer to 1. Garbage collection is in both columns.',
+    'Repeated runs of one mode have differed by up to 5% in "steady" (redis-throughput guard-off, one build: 73,952 and 77,375).',
     '<!-- /bench:db:instructions -->',
   ];
   console.log(lines.join('\n'));
