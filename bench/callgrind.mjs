@@ -23,11 +23,9 @@
 //
 // Run as a script (`node bench/callgrind.mjs --measure PARTS [OMIT;OMIT;...]`)
 // it is the child under callgrind.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { cpus, getPriority, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { cpus, getPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { callgrindDumps } from './callgrind-run.mjs';
 import { floorOmissions, startChain } from './http-chain.mjs';
 import { drive } from './socket-driver.mjs';
 
@@ -38,7 +36,6 @@ export const WARMUP_REQUESTS = 300;
 const BUDGET_MS = 600_000;
 /** A run under callgrind takes minutes on an idle machine, far longer on a loaded one; a run past this is stuck. */
 const RUN_TIMEOUT_MS = 90 * 60_000;
-const MARK_FUNCTION = 'uv_os_getpriority';
 
 /** `segments`: for each segment, the floor pieces left out during it. */
 async function measure(parts, segments) {
@@ -62,54 +59,20 @@ async function measure(parts, segments) {
  * Runs one configuration under callgrind and resolves with the instructions
  * per request of each of its segments (one segment unless `segments` says more).
  */
-export function countInstructions(parts, segments = [[]]) {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-callgrind-'));
-  const args = [
-    '--tool=callgrind',
-    // V8 writes machine code at run time: valgrind must notice it.
-    '--smc-check=all-non-file',
-    `--dump-before=${MARK_FUNCTION}`,
-    `--callgrind-out-file=${join(dir, 'out')}`,
-    process.execPath,
-    '--predictable',
-    fileURLToPath(import.meta.url),
-    '--measure',
-    parts.join(','),
-    segments.map((omit) => omit.join(',')).join(';'),
-  ];
-  return new Promise((resolve, reject) => {
-    // Batches leave when full, every 512 spans (the SDK's default batch size):
-    // the heap then holds a bounded number of ended spans and each request
-    // costs the same, where 4,096-span batches made garbage collection a
-    // step function of the request count.
-    const env = { ...process.env, BENCH_CHAIN_EXPORT_DELAY_MS: String(2 ** 31 - 1), BENCH_CHAIN_EXPORT_BATCH: '512' };
-    const child = spawn('valgrind', args, { stdio: ['ignore', 'ignore', 'pipe'], env });
-    let stderr = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), RUN_TIMEOUT_MS);
-    const finish = (error, value) => {
-      clearTimeout(timer);
-      rmSync(dir, { recursive: true, force: true });
-      if (error) reject(error);
-      else resolve(value);
-    };
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.once('error', (error) => finish(error.code === 'ENOENT' ? new Error('valgrind is not installed (Debian package valgrind)') : error));
-    child.once('close', (code) => {
-      try {
-        if (code !== 0) throw new Error(`exit ${code}`);
-        // out.1: start-up to the first mark; then, per segment, the measured
-        // requests (out.2, out.4, ...) and what lies before the next segment's
-        // first mark (out.3, ...); out: the exit.
-        const perRequest = segments.map((_, k) => {
-          const totals = /^totals:\s*(\d+)/m.exec(readFileSync(join(dir, `out.${2 * k + 2}`), 'utf8'));
-          if (totals === null) throw new Error(`no totals in out.${2 * k + 2}`);
-          return Number(totals[1]) / (LONG - SHORT);
-        });
-        finish(undefined, perRequest);
-      } catch (error) {
-        finish(new Error(`callgrind run [${parts}] failed (${error.message}): ${stderr.slice(-400)}`));
-      }
-    });
+export async function countInstructions(parts, segments = [[]]) {
+  // Batches leave when full, every 512 spans (the SDK's default batch size):
+  // the heap then holds a bounded number of ended spans and each request
+  // costs the same, where 4,096-span batches made garbage collection a
+  // step function of the request count.
+  const env = { ...process.env, BENCH_CHAIN_EXPORT_DELAY_MS: String(2 ** 31 - 1), BENCH_CHAIN_EXPORT_BATCH: '512' };
+  const args = ['--measure', parts.join(','), segments.map((omit) => omit.join(',')).join(';')];
+  const totals = await callgrindDumps(fileURLToPath(import.meta.url), args, { env, timeoutMs: RUN_TIMEOUT_MS, label: `[${parts}]` });
+  // out.1: start-up to the first mark; then, per segment, the measured
+  // requests (out.2, out.4, ...) and what lies before the next segment's
+  // first mark (out.3, ...).
+  return segments.map((_, k) => {
+    if (totals[2 * k + 1] === undefined) throw new Error(`callgrind run [${parts}]: no dump out.${2 * k + 2}`);
+    return totals[2 * k + 1] / (LONG - SHORT);
   });
 }
 

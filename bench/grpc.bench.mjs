@@ -1,17 +1,12 @@
 // npm run bench:grpc — the cost of the deadline plugin on unary gRPC calls.
 //
-// Two child processes each run a grpc-js server and a client calling it over
+// Three child processes, one per mode, each run the workload of
+// bench/grpc-workload.mjs: a grpc-js server and a client calling it over
 // loopback, under the OpenTelemetry Node SDK with instrumentation-grpc on both
-// sides, W3C propagators and a batch span processor with a no-op exporter.
-// "with" adds the deadline propagator, span processor and
-// DeadlineInstrumentation, and makes its calls under an active deadline (60 s,
-// so none is cut): the client clamps, writes the deadline metadata and guards
-// each call, the server admits each call and runs the handler under the
-// deadline. "without" has none of them. Both pass the same `deadline` option
-// (60 s) of their own, as gRPC callers usually do. A third, "contract", has
-// the propagator and the span processor and calls under a deadline, but no
-// DeadlineInstrumentation: what the deadline contract costs on instrumentation-
-// grpc's own spans and metadata before any gRPC hook of ours runs.
+// sides. "without" has no deadline plugin; "contract" has the deadline
+// propagator and span processor and calls under a deadline (60 s, so none is
+// cut); "with" adds DeadlineInstrumentation. All pass the same `deadline`
+// option (60 s) of their own, as gRPC callers usually do.
 //
 // The parent asks each child in turn for a batch of CALLS calls, CONCURRENCY
 // in flight, in rotating order, and compares calls/s per round: each round
@@ -20,88 +15,28 @@
 //
 // Prints a Markdown section between <!-- bench:grpc --> markers.
 import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { CONCURRENCY, MODES, startGrpc } from './grpc-workload.mjs';
 import { fmt, median } from './stats.mjs';
 
-const require = createRequire(import.meta.url);
 const ROUNDS = Number(process.env.BENCH_GRPC_ROUNDS ?? 10);
 const CALLS = Number(process.env.BENCH_GRPC_CALLS ?? 4_000);
-const CONCURRENCY = 32;
 const WARMUP_CALLS = 4_000;
-const PROTO = fileURLToPath(new URL('../test/grpc/fixtures/echo.proto', import.meta.url));
 
-/** Child: the SDK, a server and a client; runs a batch of calls per IPC message. */
+/** Child: the workload; runs a batch of calls per IPC message. */
 async function serve(mode) {
-  const withPlugin = mode === 'with';
-  const withContract = mode !== 'without';
-  const api = require('@opentelemetry/api');
-  const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = require('@opentelemetry/core');
-  const { NodeSDK } = require('@opentelemetry/sdk-node');
-  const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
-  const { GrpcInstrumentation } = require('@opentelemetry/instrumentation-grpc');
-  const lib = require('../dist/cjs/src/index.js');
-
-  const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
-  const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
-  if (withContract) propagators.push(new lib.DeadlinePropagator());
-  const sdk = new NodeSDK({
-    textMapPropagator: new CompositePropagator({ propagators }),
-    spanProcessors: [
-      ...(withContract ? [new lib.DeadlineSpanProcessor()] : []),
-      new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: 4_096 }),
-    ],
-    instrumentations: [new GrpcInstrumentation(), ...(withPlugin ? [new lib.DeadlineInstrumentation()] : [])],
-  });
-  sdk.start();
-  // Loaded after the SDK started, so both instrumentations see it.
-  const grpc = require('@grpc/grpc-js');
-  const protoLoader = require('@grpc/proto-loader');
-  const { Echo } = grpc.loadPackageDefinition(protoLoader.loadSync(PROTO, { keepCase: true })).test;
-
-  const server = new grpc.Server();
-  server.addService(Echo.service, { Unary: (call, callback) => callback(null, { text: call.request.text }) });
-  const port = await new Promise((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
-  );
-  const client = new Echo(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
-  const unary = () =>
-    new Promise((resolve, reject) =>
-      client.Unary({ text: 'ping' }, { deadline: Date.now() + 60_000 }, (err) => (err ? reject(err) : resolve())),
-    );
-
-  async function batch(calls) {
-    let started = 0;
-    const worker = async () => {
-      while (started < calls) {
-        started++;
-        await unary();
-      }
-    };
-    const run = () => Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  const { batch, close } = await startGrpc(mode);
+  process.on('message', async ({ calls }) => {
     const cpuBefore = process.cpuUsage();
     const t0 = performance.now();
-    if (withContract) {
-      // The calls of a request that has a deadline: one per batch, never reached.
-      const deadline = lib.openDeadline({ operation: 'batch', timeoutMs: 60_000, parent: null });
-      await api.context.with(lib.setDeadline(api.context.active(), deadline), run);
-      deadline.dispose();
-    } else {
-      await run();
-    }
+    await batch(calls);
     const ms = performance.now() - t0;
     const cpu = process.cpuUsage(cpuBefore);
-    return { ms, cpuUsPerCall: (cpu.user + cpu.system) / calls };
-  }
-
-  process.on('message', async ({ calls }) => process.send(await batch(calls)));
-  process.once('disconnect', () => {
-    client.close();
-    server.forceShutdown();
-    void sdk.shutdown().finally(() => process.exit(0));
+    process.send({ ms, cpuUsPerCall: (cpu.user + cpu.system) / calls });
   });
+  process.once('disconnect', () => void close().finally(() => process.exit(0)));
   process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
 }
 
@@ -123,7 +58,7 @@ function runBatch(child, calls) {
 }
 
 async function drive() {
-  const modes = ['without', 'with', 'contract'];
+  const modes = MODES;
   const children = Object.fromEntries(await Promise.all(modes.map(async (mode) => [mode, await startChild(mode)])));
   try {
     for (const mode of modes) await runBatch(children[mode], WARMUP_CALLS);

@@ -1,0 +1,101 @@
+// The gRPC workload shared by bench:grpc and bench:grpc:instructions: a
+// grpc-js server and a client calling it over loopback in one process, under
+// the OpenTelemetry Node SDK with instrumentation-grpc on both sides, W3C
+// propagators and a batch span processor with a no-op exporter. `mode` says
+// what of the deadline plugin is added:
+// - 'without': nothing;
+// - 'contract': the deadline propagator and span processor, calls under an
+//   active deadline, no DeadlineInstrumentation: what the deadline contract
+//   costs on instrumentation-grpc's own spans and metadata;
+// - 'with': the same plus DeadlineInstrumentation: the client clamps, writes
+//   the deadline metadata and guards each call, the server admits each call
+//   and runs the handler under the deadline.
+// Every mode passes a `deadline` option of its own to each call, as gRPC
+// callers usually do.
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+const require = createRequire(import.meta.url);
+export const MODES = Object.freeze(['without', 'with', 'contract']);
+export const CONCURRENCY = 32;
+const PROTO = fileURLToPath(new URL('../test/grpc/fixtures/echo.proto', import.meta.url));
+
+/**
+ * Starts the SDK, a server and a client; resolves with `batch(calls, mark?)`,
+ * which runs `calls` unary calls, CONCURRENCY in flight, and `close()`.
+ * `budgetMs` is both the batch's deadline and each call's own `deadline`
+ * option: long enough that none is cut. `exportBatch` / `exportDelayMs` set
+ * the batch span processor's batch size and timer. `mark(done)`, if given, is
+ * called after each completed call with the count so far.
+ */
+export async function startGrpc(mode, { budgetMs = 60_000, exportBatch = 4_096, exportDelayMs } = {}) {
+  const withPlugin = mode === 'with';
+  const withContract = mode !== 'without';
+  const api = require('@opentelemetry/api');
+  const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = require('@opentelemetry/core');
+  const { NodeSDK } = require('@opentelemetry/sdk-node');
+  const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
+  const { GrpcInstrumentation } = require('@opentelemetry/instrumentation-grpc');
+  const lib = require('../dist/cjs/src/index.js');
+
+  const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
+  const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
+  if (withContract) propagators.push(new lib.DeadlinePropagator());
+  const sdk = new NodeSDK({
+    textMapPropagator: new CompositePropagator({ propagators }),
+    spanProcessors: [
+      ...(withContract ? [new lib.DeadlineSpanProcessor()] : []),
+      new BatchSpanProcessor(noopExporter, {
+        maxQueueSize: 65_536,
+        maxExportBatchSize: exportBatch,
+        ...(exportDelayMs === undefined ? {} : { scheduledDelayMillis: exportDelayMs }),
+      }),
+    ],
+    instrumentations: [new GrpcInstrumentation(), ...(withPlugin ? [new lib.DeadlineInstrumentation()] : [])],
+  });
+  sdk.start();
+  // Loaded after the SDK started, so both instrumentations see it.
+  const grpc = require('@grpc/grpc-js');
+  const protoLoader = require('@grpc/proto-loader');
+  const { Echo } = grpc.loadPackageDefinition(protoLoader.loadSync(PROTO, { keepCase: true })).test;
+
+  const server = new grpc.Server();
+  server.addService(Echo.service, { Unary: (call, callback) => callback(null, { text: call.request.text }) });
+  const port = await new Promise((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+  );
+  const client = new Echo(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  const unary = () =>
+    new Promise((resolve, reject) =>
+      client.Unary({ text: 'ping' }, { deadline: Date.now() + budgetMs }, (err) => (err ? reject(err) : resolve())),
+    );
+
+  async function batch(calls, mark) {
+    let started = 0;
+    let done = 0;
+    const worker = async () => {
+      while (started < calls) {
+        started++;
+        await unary();
+        done++;
+        mark?.(done);
+      }
+    };
+    const run = () => Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    if (!withContract) return run();
+    // The calls of a request that has a deadline: one per batch, never reached.
+    const deadline = lib.openDeadline({ operation: 'batch', timeoutMs: budgetMs, parent: null });
+    try {
+      await api.context.with(lib.setDeadline(api.context.active(), deadline), run);
+    } finally {
+      deadline.dispose();
+    }
+  }
+
+  async function close() {
+    client.close();
+    server.forceShutdown();
+    await sdk.shutdown();
+  }
+  return { batch, close };
+}
