@@ -11,7 +11,8 @@ import { baggageWithoutDeadline } from '../client/headers';
 import { refusalFor } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { ATTR_DEADLINE_WOULD_REJECT } from '../names';
-import { delegateUnknownMethods, GuardedCall } from './client-call';
+import type { ResolvedConfig } from '../config';
+import { delegateUnknownMethods, GuardedCall, type ClientGuardInit } from './client-call';
 import {
   deadlineEpochMs,
   GRPC_DEADLINE_EXCEEDED,
@@ -73,7 +74,11 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
       if (refusal !== undefined) span.setAttribute(ATTR_DEADLINE_WOULD_REJECT, true);
 
       const own = deadlineEpochMs(deadline);
-      const cutoffEpoch = Date.now() + remaining;
+      // Whole milliseconds, rounded down (never past the cutoff): grpc-js hands
+      // `deadline - Date.now()` to setTimeout as it is, and Node keeps one timer
+      // list per distinct duration, so a fractional deadline cost every call a
+      // list of its own.
+      const cutoffEpoch = Math.floor(Date.now() + remaining);
       // Observe mode changes nothing on the call: its own deadline stays.
       const clampedByUs = !observe && cutoffEpoch < own;
       const call = original.call(this, method, clampedByUs ? cutoffEpoch : deadline, host, parentCall, propagateFlags);
@@ -81,20 +86,45 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
         delegatesChecked = true;
         delegateUnknownMethods(call);
       }
-      return new GuardedCall(call, {
-        deadline: active,
-        method,
-        observe,
-        clampedByUs,
-        span,
-        ownSpan: covering === undefined,
-        channel: this,
-        trustsRefusal: () => settings.trustsReply({ transport: 'grpc', method, url: grpcTargetUrl(this.getTarget()), statusCode: GRPC_DEADLINE_EXCEEDED }),
-        inject: propagates(settings.propagatesTo, this)
-          ? (metadata) => injectDeadline(metadata, ctx, active, covering === undefined ? span : undefined, clampedByUs ? Infinity : own)
-          : (metadata) => injectWithoutDeadline(metadata, ctx, covering === undefined ? span : undefined),
-      });
+      const ownSpan = covering === undefined ? span : undefined;
+      const plan = new OutgoingCall(active, method, observe, clampedByUs, span, ownSpan, this, settings, ctx, clampedByUs ? Infinity : own);
+      return new GuardedCall(call, plan);
     };
+}
+
+/**
+ * What the guard of one call needs from the caller's side: one object per
+ * call, whose methods replace the per-call closures it would otherwise take.
+ */
+class OutgoingCall implements ClientGuardInit {
+  readonly ownSpan: boolean;
+
+  constructor(
+    readonly deadline: Deadline,
+    readonly method: string,
+    readonly observe: boolean,
+    readonly clampedByUs: boolean,
+    readonly span: Span,
+    /** The span when it is ours (no instrumentation-grpc span covers the call): the propagator writes trace context from it. */
+    private readonly spanOfOurs: Span | undefined,
+    readonly channel: GrpcChannel,
+    private readonly settings: ResolvedConfig,
+    private readonly ctx: Context,
+    /** The call's own deadline when it is earlier than the cutoff, else Infinity. */
+    private readonly ownEpoch: number,
+  ) {
+    this.ownSpan = spanOfOurs !== undefined;
+  }
+
+  inject(metadata: GrpcMetadata): void {
+    if (propagates(this.settings.propagatesTo, this.channel)) injectDeadline(metadata, this.ctx, this.deadline, this.spanOfOurs, this.ownEpoch);
+    else injectWithoutDeadline(metadata, this.ctx, this.spanOfOurs);
+  }
+
+  trustsRefusal(): boolean {
+    const url = grpcTargetUrl(this.channel.getTarget());
+    return this.settings.trustsReply({ transport: 'grpc', method: this.method, url, statusCode: GRPC_DEADLINE_EXCEEDED });
+  }
 }
 
 /**
@@ -111,6 +141,8 @@ function injectDeadline(metadata: GrpcMetadata, ctx: Context, deadline: Deadline
   // same context just before: if that holds ours, our headers are there already.
   const written = metadata.get(HEADER_AT_MS);
   if (written.length !== 1 || written[0] !== String(Math.floor(deadline.expiresAtMs))) propagator.inject(ctx, metadata, METADATA_SETTER);
+  // A call clamped to the cutoff (the usual case) needs no clock read here.
+  if (ownEpoch === Infinity) return;
   const nowEpoch = Date.now();
   if (ownEpoch < nowEpoch + deadline.remainingMs()) {
     metadata.set(HEADER_REMAINING_MS, String(Math.max(0, Math.floor(ownEpoch - nowEpoch))));

@@ -157,6 +157,8 @@ function runGuarded(
   // emits them, outside the handler's context: bound, they see its deadline too.
   if (kind !== 'unary') context.bind(handlerContext, call);
   try {
+    // An adopted deadline is in the active context already: entering it again would only cost a context switch.
+    if (handlerContext === ctx) return handler.call(self, call, guardedCallback);
     return context.with(handlerContext, () => handler.call(self, call, guardedCallback));
   } catch (err) {
     lifecycle.handlerThrew();

@@ -140,6 +140,8 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   private readonly stateKey: symbol = Symbol('otel-deadline.span-state');
   /** For the rare span object that cannot take a property (frozen by some other SDK). */
   private readonly sealedSpanStates = new WeakMap<object, SpanState>();
+  /** Whether sealedSpanStates holds anything: spans without state (remote parents, spans under no deadline) then cost no WeakMap look-up. */
+  private anySealed = false;
   private readonly instruments: () => DeadlineInstruments;
   private readonly lateGraceMs: number;
   /** Set by the first onEnding call: this SDK ends spans through it. */
@@ -245,12 +247,16 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   }
 
   private stateOf(span: object): SpanState | undefined {
-    return (span as { [key: symbol]: SpanState | undefined })[this.stateKey] ?? this.sealedSpanStates.get(span);
+    const state = (span as { [key: symbol]: SpanState | undefined })[this.stateKey];
+    return state !== undefined || !this.anySealed ? state : this.sealedSpanStates.get(span);
   }
 
   private keepState(span: object, state: SpanState): void {
     if (Object.isExtensible(span)) (span as { [key: symbol]: SpanState })[this.stateKey] = state;
-    else this.sealedSpanStates.set(span, state);
+    else {
+      this.anySealed = true;
+      this.sealedSpanStates.set(span, state);
+    }
   }
 
   private violationsAtEnd(state: SpanState, outcome: DeadlineOutcome, overrunMs: number): readonly DeadlineViolation[] {

@@ -76,9 +76,11 @@ export function smallestGrpcTimeout(raw: HeaderValue): number | undefined {
 /** Reads `key=value` members of a W3C baggage header; the smallest valid value of `key` wins. */
 export function smallestBaggageMs(raw: HeaderValue, key: string): number | undefined {
   if (raw === undefined) return undefined;
-  // The usual header, `deadline.at_ms=<digits>` alone, without splitting it up.
-  if (typeof raw === 'string' && raw.length <= MAX_BAGGAGE_LENGTH && raw.startsWith(key) && raw.charCodeAt(key.length) === 61 /* = */) {
-    const direct = parseIntegerMs(raw.slice(key.length + 1));
+  // The usual header, `deadline.at_ms=<digits>` alone, without splitting it up;
+  // as a string (HTTP) or as the one value of a list (gRPC metadata getters).
+  const only = typeof raw === 'string' ? raw : raw.length === 1 ? raw[0] : undefined;
+  if (typeof only === 'string' && only.length <= MAX_BAGGAGE_LENGTH && only.startsWith(key) && only.charCodeAt(key.length) === 61 /* = */) {
+    const direct = parseIntegerMs(only.slice(key.length + 1));
     if (direct !== undefined) return direct;
   }
   const values = Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
