@@ -18,8 +18,8 @@ import { CONCURRENCY, MODES, startGrpc } from './grpc-workload.mjs';
 import { fmt } from './stats.mjs';
 
 const COUNT = Number(process.env.BENCH_GRPC_INSTR_COUNT ?? 1_500);
-/** Calls before the window. V8 is still compiling after 1,500 (see the footnote it prints); more costs minutes per 1,000. */
-const WARMUP = Number(process.env.BENCH_GRPC_INSTR_WARMUP ?? 3_000);
+/** Calls before the window. V8 is still compiling after these (see the footnote it prints); each 1,000 more costs minutes under valgrind. */
+const WARMUP = Number(process.env.BENCH_GRPC_INSTR_WARMUP ?? 1_500);
 /** Calls run about 100 times slower under valgrind: a budget they cannot use up. */
 const BUDGET_MS = 3_600_000;
 /** A run under callgrind takes a few minutes; one past this is stuck. */
