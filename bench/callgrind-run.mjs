@@ -5,7 +5,7 @@
 // these paths calls, named to callgrind with --dump-before. V8 runs with
 // --predictable (no concurrent compilation or GC threads, whose timing would
 // otherwise change what the main thread does).
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,11 +15,13 @@ const MARK_FUNCTION = 'uv_os_getpriority';
 /**
  * Runs `node --predictable script ...args` under callgrind, which dumps its
  * counters (and starts from zero again) before each call to os.getPriority()
- * the script makes, and resolves with the instruction totals of those dumps
- * in order (out.1, out.2, ...; the dump at exit is left out). Rejects on a
- * failed run; kills a run past `timeoutMs` (a stuck one).
+ * the script makes, and resolves with `{ total }` for each of those dumps in
+ * order (out.1, out.2, ...; the dump at exit is left out), plus `compile`
+ * (see compileInstructions) for the dumps whose indices `compileOf` lists.
+ * `nodeArgs` go to node after --predictable. Rejects on a failed run; kills a
+ * run past `timeoutMs` (a stuck one).
  */
-export function callgrindDumps(script, args, { env = process.env, timeoutMs, label = script }) {
+export function callgrindDumps(script, args, { env = process.env, timeoutMs, label = script, nodeArgs = [], compileOf = [] }) {
   const dir = mkdtempSync(join(tmpdir(), 'bench-callgrind-'));
   const valgrindArgs = [
     '--tool=callgrind',
@@ -29,6 +31,7 @@ export function callgrindDumps(script, args, { env = process.env, timeoutMs, lab
     `--callgrind-out-file=${join(dir, 'out')}`,
     process.execPath,
     '--predictable',
+    ...nodeArgs,
     script,
     ...args,
   ];
@@ -50,15 +53,33 @@ export function callgrindDumps(script, args, { env = process.env, timeoutMs, lab
         const dumps = readdirSync(dir)
           .filter((f) => /^out\.\d+$/.test(f))
           .sort((a, b) => Number(a.slice(4)) - Number(b.slice(4)));
-        const totals = dumps.map((f) => {
+        const results = dumps.map((f, index) => {
           const total = /^(?:totals|summary):\s*(\d+)/m.exec(readFileSync(join(dir, f), 'utf8'));
           if (total === null) throw new Error(`no totals in ${f}`);
-          return Number(total[1]);
+          if (!compileOf.includes(index)) return { total: Number(total[1]) };
+          const compile = compileInstructions(join(dir, f));
+          if (!(compile >= 0)) throw new Error(`callgrind_annotate could not read ${f}`);
+          return { total: Number(total[1]), compile };
         });
-        finish(undefined, totals);
+        finish(undefined, results);
       } catch (error) {
         finish(new Error(`callgrind run ${label} failed (${error.message}): ${stderr.slice(-400)}`));
       }
     });
   });
+}
+
+/**
+ * The instructions spent in TurboFan compilation in one callgrind dump:
+ * Runtime_CompileOptimized, inclusive (0 if it never ran), read with
+ * callgrind_annotate; NaN if that fails. Under --predictable V8 optimizes on
+ * the main thread, so a window soon after start-up counts a one-off cost
+ * that grows with the amount of code on the path, not with its per-call cost.
+ */
+export function compileInstructions(file) {
+  const annotated = spawnSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
+  if (annotated.status !== 0) return NaN;
+  // `name'2` lines are recursion cycles, already inside the plain entry.
+  const line = /^\s*([\d,]+) .*:v8::internal::Runtime_CompileOptimized\(/m.exec(annotated.stdout);
+  return line === null ? 0 : Number(line[1].replaceAll(',', ''));
 }

@@ -72,7 +72,7 @@ export async function countInstructions(parts, segments = [[]]) {
   // first mark (out.3, ...).
   return segments.map((_, k) => {
     if (totals[2 * k + 1] === undefined) throw new Error(`callgrind run [${parts}]: no dump out.${2 * k + 2}`);
-    return totals[2 * k + 1] / (LONG - SHORT);
+    return totals[2 * k + 1].total / (LONG - SHORT);
   });
 }
 

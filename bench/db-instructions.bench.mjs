@@ -30,11 +30,12 @@
 // counted follow from what the operations allocate and keep.
 //
 // Needs valgrind (and its callgrind_annotate). Prints a Markdown section between <!-- bench:db:instructions --> markers.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, getPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { compileInstructions } from './callgrind-run.mjs';
 import { BASELINE, MODES, startWorkload } from './db-workload.mjs';
 import { fmt } from './stats.mjs';
 
@@ -104,15 +105,6 @@ function countInstructions(mode, workload, count) {
       resolve({ total: totals[1], compile });
     });
   });
-}
-
-/** The instructions spent in TurboFan compilation in one callgrind dump: Runtime_CompileOptimized, inclusive (0 if it never ran). */
-function compileInstructions(file) {
-  const annotated = spawnSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
-  if (annotated.status !== 0) return NaN;
-  // `name'2` lines are recursion cycles, already inside the plain entry.
-  const line = /^\s*([\d,]+) .*:v8::internal::Runtime_CompileOptimized\(/m.exec(annotated.stdout);
-  return line === null ? 0 : Number(line[1].replaceAll(',', ''));
 }
 
 async function main() {
