@@ -1,5 +1,5 @@
 import { SpanKind, type Span } from '@opentelemetry/api';
-import { onDeadlineAbort, type Deadline } from '../../src/deadline';
+import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason } from '../../src/errors';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import { errorFromClaim } from '../client/reply';
@@ -60,9 +60,12 @@ export interface ClientGuardInit {
  * clamped to) carries our error as `cause` and our brand, so the caller's
  * error satisfies `isDeadlineError`.
  */
-export class GuardedCall implements ChannelCall, CallListener {
+export class GuardedCall implements ChannelCall, CallListener, AbortWatcher {
   private listener: CallListener | undefined;
-  private unsubscribe: (() => void) | undefined;
+  /** True while this call watches its deadline (it is its own watcher: nothing allocated per call). */
+  private watching = false;
+  /** How to stop watching a deadline that is not one of ours (through its signal). */
+  private stopWatching: (() => void) | undefined;
   private ended = false;
   private reason: unknown = NONE;
   private sentAtAbort = false;
@@ -77,7 +80,10 @@ export class GuardedCall implements ChannelCall, CallListener {
     this.listener = listener;
     this.call.start(metadata, this);
     // After start: a cancel needs a started call. Runs at once if already aborted.
-    if (!this.ended) this.unsubscribe = onDeadlineAbort(this.init.deadline, (reason) => this.onAbort(reason));
+    if (!this.ended) {
+      this.watching = true;
+      this.stopWatching = watchDeadlineAbort(this.init.deadline, this);
+    }
     if (this.ended) this.detach();
   }
 
@@ -137,7 +143,8 @@ export class GuardedCall implements ChannelCall, CallListener {
     return peer !== this.init.channel.getTarget() && peer !== 'unknown';
   }
 
-  private onAbort(reason: unknown): void {
+  /** @internal Called by the deadline when it aborts (AbortWatcher). */
+  onDeadlineAbort(reason: unknown): void {
     if (this.ended) return;
     if (this.init.observe) {
       this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true });
@@ -181,8 +188,10 @@ export class GuardedCall implements ChannelCall, CallListener {
   }
 
   private detach(): void {
-    this.unsubscribe?.();
-    this.unsubscribe = undefined;
+    if (!this.watching) return;
+    this.watching = false;
+    unwatchDeadlineAbort(this.init.deadline, this, this.stopWatching);
+    this.stopWatching = undefined;
   }
 
   private record(attributes: Record<string, string | boolean>): void {
