@@ -58,8 +58,6 @@ interface SpanState extends Cutoff {
   finished: boolean;
   /** Budget left when the span started. */
   startRemainingMs: number;
-  /** The deadline's operation when the span started (a server adopts the extracted deadline under its own name). */
-  startOperation: string;
   /** The start attributes are on the span already (see onStart); otherwise they are written with the end ones. */
   startWritten: boolean;
 }
@@ -161,7 +159,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     // it and go on the span in one direct write (see direct-attributes.ts).
     // Before that, and on an SDK without onEnding, they are set now.
     const startWritten = !this.sdkCallsOnEnding;
-    if (startWritten) writeStartAttributes(span, startValues(deadline, remaining, deadline.operation));
+    if (startWritten) writeStartAttributes(span, startValues(deadline, remaining));
 
     const parentSpan = trace.getSpan(parentContext) as unknown as { ended?: boolean } | undefined;
     const parentState = parentSpan === undefined ? undefined : this.stateOf(parentSpan);
@@ -186,7 +184,6 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
       startViolations,
       finished: false,
       startRemainingMs: remaining,
-      startOperation: deadline.operation,
       startWritten,
     });
     const hopEntry = HOP_ENTRY_ATTRIBUTES[span.kind];
@@ -207,7 +204,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const left = remainingSigned(deadline);
     const remainingAtEnd = deadline instanceof DeadlineNode ? Math.max(0, left) : deadline.remainingMs();
     const record: EndRecord = { remainingAtEndMs: Math.floor(remainingAtEnd), exceeded: remainingAtEnd <= 0 };
-    if (!state.startWritten) record.start = startValues(deadline, state.startRemainingMs, state.startOperation);
+    if (!state.startWritten) record.start = startValues(deadline, state.startRemainingMs);
     if (preset === undefined) record.outcome = outcome;
 
     const presetCode = attributes[ATTR_DEADLINE_ABORT_CODE];
@@ -273,13 +270,19 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   }
 }
 
-function startValues(deadline: Deadline, remaining: number, operation: string): StartValues {
+/**
+ * The operation is read when the attributes are written, not when the span
+ * started: a server takes over the node the global propagator built from the
+ * request ('remote') under its own name after its span started, and the span
+ * must name the deadline as the spans under it do.
+ */
+function startValues(deadline: Deadline, remaining: number): StartValues {
   return {
     atMs: Math.floor(deadline.expiresAtMs),
     remainingMs: Math.floor(remaining),
     budgetMs: Math.round(deadline.budgetMs),
     source: deadline.source,
-    operation,
+    operation: deadline.operation,
     wireSkewMs: deadline.wireSkewMs,
     queueDwellMs: deadline.queueDwellMs,
   };

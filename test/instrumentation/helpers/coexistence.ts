@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { context, propagation, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
@@ -57,6 +57,8 @@ export function coexistenceSuite(order: RegistrationOrder): void {
     server = await startCountingServer((req: IncomingMessage, res: ServerResponse) => {
       const active = getDeadline();
       handled.push({ operation: active?.operation, baggage: propagation.getBaggage(context.active())?.getEntry('deadline.at_ms')?.value });
+      // A span the handler starts: it must name the deadline as the server span does.
+      trace.getTracer('handler').startSpan('handler.work').end();
       if (req.url === '/hang') return void held.push(() => res.destroy());
       req.resume();
       req.once('end', () => res.end('ok'));
@@ -134,6 +136,11 @@ export function coexistenceSuite(order: RegistrationOrder): void {
       await under(d, async () => (await fetch(`${server.url}/ctx`)).text());
       d.dispose();
       expect(handled[0].operation).toBe('http.server');
+      // The server span started under the node the global propagator built ('remote'), which the server
+      // then takes over as 'http.server': the span says so too, like the spans under it.
+      const serverSpan = otel.spans().find((s) => s.kind === SpanKind.SERVER)!;
+      const handlerSpan = otel.spans().find((s) => s.name === 'handler.work')!;
+      expect([serverSpan.attributes['deadline.operation'], handlerSpan.attributes['deadline.operation']]).toEqual(['http.server', 'http.server']);
       // The server rebuilds the cutoff as the earlier of at-ms and its own now + remaining-ms: never later than
       // the caller's, and earlier only by the whole-ms truncation of both headers (up to 2 ms) plus the wall
       // clock's NTP slew against the monotonic one over these few ms; 10 ms covers both.
