@@ -230,6 +230,8 @@ export async function runChain({ requests, concurrency, warmup, maxSeconds, seed
       latestSendIntoLastHopMs: reports.B.sends.latestMs,
       sendsIntoLastHop: reports.B.sends.checked,
       lateSendsEarlier: driver.sends.late + reports.A.sends.late,
+      // Which sender, and by how much: a failure then says whether fetch (driver → A) or undici (A → B) sent late.
+      lateSendsEarlierDetail: `driver → A: ${driver.sends.late} late, latest ${driver.sends.latestMs} ms; A → B: ${reports.A.sends.late} late, latest ${reports.A.sends.latestMs} ms`,
       // Seen by C's own event loop after the cutoff they carried, and how late that loop ran.
       lateAtLastHop: reports.C.late,
       latestAtLastHopMs: reports.C.latestMs,
