@@ -26,6 +26,18 @@ const READ_COMMANDS = new Set(
   ),
 );
 
+/** Command names as ioredis was given them → lower case, so that a command costs no new string. Bounded. */
+const LOWER_NAMES = new Map<unknown, string>();
+const LOWER_NAMES_MAX = 1_024;
+
+function lowerCaseName(name: unknown): string {
+  const known = LOWER_NAMES.get(name);
+  if (known !== undefined) return known;
+  const lower = String(name).toLowerCase();
+  if (LOWER_NAMES.size < LOWER_NAMES_MAX && typeof name === 'string') LOWER_NAMES.set(name, lower);
+  return lower;
+}
+
 /**
  * Redis#sendCommand under an active deadline (every command of ioredis 5 and
  * 6 goes through it, `multi`'s commands included; pipelines write on their
@@ -50,7 +62,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       const deadline = statementDeadline(host, 'ioredis', ctx);
       const command = args[0] as RedisCommand | undefined;
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function') return original.apply(this, args);
-      const name = String(command.name).toLowerCase();
+      const name = lowerCaseName(command.name);
       const observe = host.settings.mode === 'observe';
       const guard = new RedisCommandGuard(deadline, observe, name, command);
       if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
@@ -114,7 +126,9 @@ class RedisCommandGuard extends DbStatement implements CutoffHandler {
    * Settles the statement the moment ioredis resolves or rejects the command,
    * synchronously: before an instrumentation-ioredis below us (which patched
    * `resolve`/`reject` as we called it) ends its span, and with no gap in which
-   * the cutoff could still call a resolved command unknown.
+   * the cutoff could still call a resolved command unknown. Closures, not
+   * shared functions that find the guard through `this`: instrumentation-ioredis
+   * on top of us wraps them after we return and calls them unbound.
    */
   settleFirst(): void {
     const { command } = this;
