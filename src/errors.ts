@@ -127,3 +127,15 @@ export function describeAbortReason(reason: unknown): string {
   }
   return reason === undefined ? 'aborted' : typeof reason;
 }
+
+/**
+ * @internal The error a caller gets for work a deadline's abort stopped:
+ * DeadlineCancelledError when `reason` is a cancellation, else
+ * DeadlineExceededError; `cause` (the reason unless given, e.g. a driver's
+ * own error) is kept as its cause.
+ */
+export function errorForAbort(reason: unknown, operation: string, expiresAtMs: number, cause: unknown = reason): DeadlineCancelledError | DeadlineExceededError {
+  return abortCodeOf(reason) === 'CANCELLED'
+    ? new DeadlineCancelledError(operation, cause)
+    : new DeadlineExceededError(operation, expiresAtMs, { cause });
+}

@@ -4,7 +4,7 @@ import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { DELETE_BAGGAGE, getDeadline, setValueAndBaggage, withDeadlineOffWire, withoutDeadline } from '../../src/context';
 import { DeadlineOnlyBaggage } from '../../src/deadline-baggage';
 import { DeadlineNode, type Deadline } from '../../src/deadline';
-import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../../src/errors';
+import { abortCodeOf, DeadlineExceededError, errorForAbort, InsufficientBudgetError } from '../../src/errors';
 import { endRefusedSpan } from '../../src/open';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import type { ResolvedConfig } from '../config';
@@ -46,12 +46,7 @@ export function mayStart(left: number, minUsefulMs: number): boolean {
 
 /** Why a call with `left` ms left (from budgetLeft) must not start, or undefined if it may. */
 export function refusalAt(deadline: Deadline, left: number, operation: string, minUsefulMs: number): Error | undefined {
-  if (left < 0) {
-    const reason = deadline.abortReason;
-    return abortCodeOf(reason) === 'CANCELLED'
-      ? new DeadlineCancelledError(operation, reason)
-      : new DeadlineExceededError(operation, deadline.expiresAtMs, { cause: reason });
-  }
+  if (left < 0) return errorForAbort(deadline.abortReason, operation, deadline.expiresAtMs);
   if (left === 0) return new DeadlineExceededError(operation, deadline.expiresAtMs);
   if (left < minUsefulMs) return new InsufficientBudgetError(operation, minUsefulMs, left);
   return undefined;

@@ -1,5 +1,5 @@
 import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
-import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
+import { errorForAbort } from '../../src/errors';
 
 /**
  * A caller's wait for a pool connection (pg-pool, mysql2's pool) under an
@@ -50,13 +50,7 @@ export abstract class PoolWait<Pool> implements AbortWatcher {
     unwatchDeadlineAbort(this.deadline, this, this.stop);
     this.stop = undefined;
     if (this.pool !== undefined) this.leaveQueue(this.pool);
-    this.fail(this.errorFor(reason));
-  }
-
-  protected errorFor(reason: unknown): Error {
-    return abortCodeOf(reason) === 'CANCELLED'
-      ? new DeadlineCancelledError(this.operation, reason)
-      : new DeadlineExceededError(this.operation, this.deadline.expiresAtMs, { cause: reason });
+    this.fail(errorForAbort(reason, this.operation, this.deadline.expiresAtMs));
   }
 
   protected abstract queueLength(pool: Pool): number;

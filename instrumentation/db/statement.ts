@@ -1,6 +1,6 @@
 import { SpanKind, SpanStatusCode, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
-import { abortCodeOf, describeAbortReason, DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
+import { abortCodeOf, describeAbortReason, DeadlineExceededError, errorForAbort } from '../../src/errors';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME, type DeadlineOutcome } from '../../src/attributes';
 import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
 import { countAdded, directAttributes, isNewKey } from '../../src/processor/direct-attributes';
@@ -123,9 +123,7 @@ export class DbStatement implements AbortWatcher {
 
   /** The error the caller gets for the abort, with the driver's error (if any) as `cause`. */
   errorFor(driverError?: unknown): Error {
-    const reason = this.reason;
-    if (abortCodeOf(reason) === 'CANCELLED') return new DeadlineCancelledError(this.operation, driverError ?? reason);
-    return new DeadlineExceededError(this.operation, this.deadline.expiresAtMs, { cause: driverError ?? reason });
+    return errorForAbort(this.reason, this.operation, this.deadline.expiresAtMs, driverError ?? this.reason);
   }
 
   /** Nothing was sent: the deadline had passed or too little was left. */

@@ -87,7 +87,7 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
         delegateUnknownMethods(call);
       }
       const ownSpan = covering === undefined ? span : undefined;
-      const plan = new OutgoingCall(active, method, observe, clampedByUs, span, ownSpan, this, settings, ctx, clampedByUs ? Infinity : own);
+      const plan = new GrpcCallPlan(active, method, observe, clampedByUs, span, ownSpan, this, settings, ctx, clampedByUs ? Infinity : own);
       return new GuardedCall(call, plan);
     };
 }
@@ -96,7 +96,7 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
  * What the guard of one call needs from the caller's side: one object per
  * call, whose methods replace the per-call closures it would otherwise take.
  */
-class OutgoingCall implements ClientGuardInit {
+class GrpcCallPlan implements ClientGuardInit {
   readonly ownSpan: boolean;
 
   constructor(
