@@ -1,6 +1,7 @@
 import { getEventListeners } from 'node:events';
 import { diag } from '@opentelemetry/api';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from './errors';
+import { LinkedItem, LinkedSet, type Linked } from './linked-set';
 import {
   checkBudget,
   checkDuration,
@@ -97,8 +98,15 @@ function noop(): void {}
  * guard is its own watcher, so a subscription allocates nothing; each object
  * is one hold.
  */
-export interface AbortWatcher {
+export interface AbortWatcher extends Linked {
   onDeadlineAbort(reason: unknown): void;
+}
+
+/** A `subscribe` listener, as a watcher: one per subscription, so the same listener added twice is two holds. */
+class ListenerWatcher extends LinkedItem implements AbortWatcher {
+  constructor(readonly onDeadlineAbort: (reason: unknown) => void) {
+    super();
+  }
 }
 
 /** A subscriber that throws must not stop the abort from reaching the rest of the tree. */
@@ -176,7 +184,7 @@ export function unwatchDeadlineAbort(deadline: Deadline, watcher: AbortWatcher, 
  * that started it has returned. No AbortSignal.any: on Node 20 it leaks
  * dependants on a long-lived parent (nodejs/node#54614).
  */
-export class DeadlineNode implements ManagedDeadline {
+export class DeadlineNode extends LinkedItem implements ManagedDeadline {
   private operationName: string;
   readonly expiresAtMs: number;
   readonly source: DeadlineSource;
@@ -201,12 +209,14 @@ export class DeadlineNode implements ManagedDeadline {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private armed = false;
   private registeredIn: DeadlineNode | undefined;
-  private armedChildren: Set<DeadlineNode> | undefined;
+  /** Its links (LinkedItem) are those of the node's place in `registeredIn.armedChildren`. */
+  private armedChildren: LinkedSet<DeadlineNode> | undefined;
   private detachListeners: (() => void) | undefined;
-  private abortSubscribers: Set<AbortWatcher> | undefined;
+  private abortSubscribers: LinkedSet<AbortWatcher> | undefined;
   private isDisposed = false;
 
   constructor(init: NodeInit) {
+    super();
     this.operationName = init.operation;
     this.cutoffMono = init.cutoffMono;
     this.expiresAtMs = init.expiresAtMs;
@@ -300,9 +310,8 @@ export class DeadlineNode implements ManagedDeadline {
       return noop;
     }
     this.startTimer();
-    // A fresh watcher per subscription, so the same listener added twice is two holds.
-    const entry: AbortWatcher = { onDeadlineAbort: listener };
-    (this.abortSubscribers ??= new Set()).add(entry);
+    const entry = new ListenerWatcher(listener);
+    (this.abortSubscribers ??= new LinkedSet()).add(entry);
     return () => this.unwatchAbort(entry);
   }
 
@@ -318,7 +327,7 @@ export class DeadlineNode implements ManagedDeadline {
     if (this.reason === NOT_ABORTED && !this.armed) this.arm();
     if (this.reason !== NOT_ABORTED) return watcher.onDeadlineAbort(this.reason);
     this.startTimer();
-    (this.abortSubscribers ??= new Set()).add(watcher);
+    (this.abortSubscribers ??= new LinkedSet()).add(watcher);
   }
 
   /** @internal Ends a `watchAbort` (or a `subscribe`); the deadline is released if nothing else holds it. */
@@ -392,7 +401,7 @@ export class DeadlineNode implements ManagedDeadline {
       const children = node.armedChildren;
       node.armedChildren = undefined;
       if (children !== undefined) {
-        for (const child of children) {
+        for (const child of children.drain()) {
           child.registeredIn = undefined;
           pending.push(child);
         }
@@ -403,7 +412,7 @@ export class DeadlineNode implements ManagedDeadline {
       node.controller?.abort(reason);
       const subscribers = node.abortSubscribers;
       node.abortSubscribers = undefined;
-      if (subscribers !== undefined) for (const subscriber of subscribers) notify(subscriber, reason);
+      if (subscribers !== undefined) for (const subscriber of subscribers.drain()) notify(subscriber, reason);
     }
   }
 
@@ -484,7 +493,7 @@ export class DeadlineNode implements ManagedDeadline {
       }
       node.armed = true;
       if (above !== undefined) {
-        (above.armedChildren ??= new Set()).add(node);
+        (above.armedChildren ??= new LinkedSet()).add(node);
         node.registeredIn = above;
       }
       node.listenToSources();

@@ -389,7 +389,7 @@ describe('onDeadlineAbort (the light subscription transports use)', () => {
 describe('watchAbort and leftBeforeAbort (what database guards use on every statement)', () => {
   function watcher(): AbortWatcher & { seen: unknown[] } {
     const seen: unknown[] = [];
-    return { seen, onDeadlineAbort: (reason) => seen.push(reason) };
+    return { seen, linkedIn: undefined, linkPrev: undefined, linkNext: undefined, onDeadlineAbort: (reason) => seen.push(reason) };
   }
 
   it('tells a watcher once, with the ancestor reason; an unwatched one is not told and holds nothing', () => {

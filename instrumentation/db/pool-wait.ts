@@ -1,4 +1,5 @@
 import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
+import { LinkedItem } from '../../src/linked-set';
 import { errorForAbort } from '../../src/errors';
 
 /**
@@ -9,7 +10,7 @@ import { errorForAbort } from '../../src/errors';
  * to the pool, never to a caller that is gone. The wait is its own abort
  * watcher: one object per wait, no closures besides the pool's callback.
  */
-export abstract class PoolWait<Pool> implements AbortWatcher {
+export abstract class PoolWait<Pool> extends LinkedItem implements AbortWatcher {
   private settled = false;
   private stop: (() => void) | undefined = undefined;
   private pool: Pool | undefined = undefined;
@@ -19,7 +20,9 @@ export abstract class PoolWait<Pool> implements AbortWatcher {
   constructor(
     protected readonly deadline: Deadline,
     private readonly operation: string,
-  ) {}
+  ) {
+    super();
+  }
 
   /**
    * Asks the pool for a connection (`request.call(pool, onAnswer)`) and,

@@ -1,5 +1,6 @@
 import { SpanKind, type Span } from '@opentelemetry/api';
 import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
+import { LinkedItem } from '../../src/linked-set';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason } from '../../src/errors';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import { errorFromClaim } from '../client/reply';
@@ -60,7 +61,7 @@ export interface ClientGuardInit {
  * clamped to) carries our error as `cause` and our brand, so the caller's
  * error satisfies `isDeadlineError`.
  */
-export class GuardedCall implements ChannelCall, CallListener, AbortWatcher {
+export class GuardedCall extends LinkedItem implements ChannelCall, CallListener, AbortWatcher {
   private listener: CallListener | undefined;
   /** True while this call watches its deadline (it is its own watcher: nothing allocated per call). */
   private watching = false;
@@ -73,7 +74,9 @@ export class GuardedCall implements ChannelCall, CallListener, AbortWatcher {
   constructor(
     private readonly call: ChannelCall,
     private readonly init: ClientGuardInit,
-  ) {}
+  ) {
+    super();
+  }
 
   start(metadata: GrpcMetadata, listener: CallListener): void {
     this.init.inject(metadata);
