@@ -27,14 +27,22 @@ describe('the clamped deadline handed to grpc-js', () => {
     const channel = { getTarget: () => 'dns:///target:50051' };
     for (let i = 0; i < 20; i++) {
       const deadline = openDeadline({ operation: 'parent', timeoutMs: 5_000 + i / 7, parent: null });
-      const before = Date.now();
+      // The cutoff as an epoch, read as the wrapper reads it (Date.now() + remaining),
+      // once before the call and once after. Each pair is read in the order in which a
+      // pause between its two reads can only widen the bracket: the lower bound's clock
+      // first, the upper bound's remaining time first. (Reading the remaining time after
+      // both clock reads made the upper bound too small whenever the process was paused.)
+      const beforeEpoch = Date.now();
+      const lower = beforeEpoch + deadline.remainingMs();
       context.with(setDeadline(ROOT_CONTEXT, deadline), () => createCall.call(channel as never, '/test.Echo/Unary', Infinity, undefined, null, 0));
-      const after = Date.now();
+      const remainingAfter = deadline.remainingMs();
+      const upper = remainingAfter + Date.now();
       const passed = seen[i] as number;
       expect(Number.isInteger(passed)).toBe(true);
-      // Cutoff as an epoch lies between before + remaining and after + remaining (remaining read in between).
-      expect(passed).toBeLessThanOrEqual(after + deadline.remainingMs() + 1);
-      expect(passed).toBeGreaterThanOrEqual(before + deadline.remainingMs() - 2);
+      // Date.now() is truncated to whole ms (up to 1 ms low) and the wrapper rounds down
+      // (up to 1 ms more): the value passed is within [lower - 2, upper + 1].
+      expect(passed).toBeLessThanOrEqual(upper + 1);
+      expect(passed).toBeGreaterThanOrEqual(lower - 2);
       deadline.dispose();
     }
   });
