@@ -174,9 +174,12 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     const { request, response } = message as ResponseMessage;
     const call = stateOf(request)?.call;
     if (call === undefined || call.observe || response === undefined) return;
+    const statusCode = Number(response.statusCode);
+    // Before scanning the raw header list twice: almost no reply has the refusal status.
+    if (statusCode !== settings().rejectStatusCode) return;
     const raw = response.headers;
-    const info = { transport: call.transport, method: call.method, url: undiciRequestUrl(request), statusCode: Number(response.statusCode) };
-    if (claimsEarlyReject(settings(), info, rawHeader(raw, HEADER_DEADLINE_EXPIRED), rawHeader(raw, 'content-length'))) {
+    const info = () => ({ transport: call.transport, method: call.method, url: undiciRequestUrl(request), statusCode });
+    if (claimsEarlyReject(settings(), statusCode, rawHeader(raw, HEADER_DEADLINE_EXPIRED), rawHeader(raw, 'content-length'), info)) {
       watchRejectBody(request, () => call.markRejectedByServer());
     }
   };

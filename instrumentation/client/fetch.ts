@@ -37,9 +37,9 @@ function asRequest(input: unknown): RequestLike | undefined {
  * caller untouched, body included.
  */
 async function rejectClaimOf(settings: ResolvedConfig, call: OutgoingCall, transport: 'fetch' | 'undici', requestUrl: string, response: FetchResponse): Promise<RejectClaim | undefined> {
-  const info = { transport, method: call.method, url: response.url || requestUrl, statusCode: response.status };
+  const info = () => ({ transport, method: call.method, url: response.url || requestUrl, statusCode: response.status });
   const { headers } = response;
-  if (!claimsEarlyReject(settings, info, headers.get(HEADER_DEADLINE_EXPIRED), headers.get('content-length'))) return undefined;
+  if (!claimsEarlyReject(settings, response.status, headers.get(HEADER_DEADLINE_EXPIRED), headers.get('content-length'), info)) return undefined;
   const read = await readSmallBody(response.clone().body);
   return read.error === undefined ? parseRejectBody(read.bytes) : undefined;
 }

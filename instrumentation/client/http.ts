@@ -134,8 +134,9 @@ function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, o
   request.emit = function (this: http.ClientRequest, event: string | symbol, ...args: unknown[]): boolean {
     if (event === 'response' && state === 'idle') {
       const response = args[0] as http.IncomingMessage;
-      const info = { transport: 'http' as const, method: call.method, url, statusCode: response.statusCode ?? 0 };
-      if (claimsEarlyReject(settings, info, response.headers[HEADER_DEADLINE_EXPIRED], response.headers['content-length'])) {
+      const statusCode = response.statusCode ?? 0;
+      const info = () => ({ transport: 'http' as const, method: call.method, url, statusCode });
+      if (claimsEarlyReject(settings, statusCode, response.headers[HEADER_DEADLINE_EXPIRED], response.headers['content-length'], info)) {
         state = 'reading';
         peekBody(response, Number(response.headers['content-length']), (bytes, putBack) => {
           const claim = parseRejectBody(bytes);

@@ -249,8 +249,8 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
           try {
             const data = result as ResponseData;
             if (api === 'request' && !call.observe) {
-              const info: ReplyInfo = { transport: 'undici', method, url: callUrl(), statusCode: data.statusCode };
-              if (claimsEarlyReject(host.settings, info, data.headers[HEADER_DEADLINE_EXPIRED], data.headers['content-length'])) {
+              const info = (): ReplyInfo => ({ transport: 'undici', method, url: callUrl(), statusCode: data.statusCode });
+              if (claimsEarlyReject(host.settings, data.statusCode, data.headers[HEADER_DEADLINE_EXPIRED], data.headers['content-length'], info)) {
                 return void checkRejectReply(data, call, operation).then(resolve, fail);
               }
             }
