@@ -165,19 +165,26 @@ function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, o
 function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation: string, settings: ResolvedConfig, url: string | undefined): void {
   request.once('socket', (socket: Socket) => {
     const markSent = (connected: boolean) => {
+      if (!call.hasBody) call.hasBody = hasBodyHeaders(request);
       // The abort timer may not have run yet (a busy loop): reading `aborted` checks the clock and,
       // past the cutoff, aborts now, so the request is destroyed before its headers are written.
       if (!call.observe && call.deadline.aborted) return;
+      call.sent = true;
+      // Held since the socket was assigned: the bytes go now, right after that look.
+      if (!call.observe && connected) socket.uncork();
       // On a socket it already had, node:http builds the headers and then calls socket.write:
-      // look once more in there. (A connecting socket flushes right after this 'connect' listener.)
+      // look once more in there.
       if (!call.observe && !connected) {
         checkBeforeNextWrite(socket, { owner: request, deadline: call.deadline, abort: (reason) => abortRequest(request, reason), refused: () => (call.sent = false) });
       }
-      call.sent = true;
-      if (!call.hasBody) call.hasBody = hasBodyHeaders(request);
     };
-    if (socket.connecting) socket.once('connect', () => markSent(true));
-    else markSent(false);
+    if (socket.connecting) {
+      // node:http writes to a connecting socket at once, and net sends the queued bytes from
+      // its own 'connect' listener, after this one and any other: a pause in those would send
+      // them past the look below. Corked, they stay in the socket until this listener lets them go.
+      if (!call.observe) socket.cork();
+      socket.once('connect', () => markSent(true));
+    } else markSent(false);
   });
   // One 'close' listener per request: it also drops a last-write check still armed on the socket.
   request.once('close', () => {
