@@ -14,7 +14,7 @@ import { once } from 'node:events';
 import { withDeadline } from '../../../dist/esm/index.mjs';
 import { activeResources, sameCounts, settleResources, snapshot, trackTimers } from './resources.mjs';
 import { startTelemetry } from './telemetry.mjs';
-import { sends, watchSends } from './wire-probe.mjs';
+import { describeSends, resetSends, sends, watchSends } from './wire-probe.mjs';
 
 /**
  * The mix. `budget` is [min, max] ms; `holds` are per-hop query values (see
@@ -167,7 +167,7 @@ export async function runChain({ requests, concurrency, warmup, maxSeconds, seed
   const { snapshots: before, lateness: warmupLateness } = await settleAll();
   // Late arrivals and sends are counted for the measured run only; the warm-up's are reported apart.
   await Promise.all(hops.map((hop) => hop.ask({ cmd: 'reset' })));
-  Object.assign(sends, { checked: 0, late: 0, latestMs: 0 });
+  resetSends();
   progress('baseline read; load starts');
   const started = performance.now();
   // Unref'd: it must not show among the handles read halfway.
@@ -229,9 +229,10 @@ export async function runChain({ requests, concurrency, warmup, maxSeconds, seed
       lateSendsIntoLastHop: reports.B.sends.late,
       latestSendIntoLastHopMs: reports.B.sends.latestMs,
       sendsIntoLastHop: reports.B.sends.checked,
+      lateSendsIntoLastHopDetail: `B → C: ${describeSends(reports.B.sends)}`,
       lateSendsEarlier: driver.sends.late + reports.A.sends.late,
       // Which sender, and by how much: a failure then says whether fetch (driver → A) or undici (A → B) sent late.
-      lateSendsEarlierDetail: `driver → A: ${driver.sends.late} late, latest ${driver.sends.latestMs} ms; A → B: ${reports.A.sends.late} late, latest ${reports.A.sends.latestMs} ms`,
+      lateSendsEarlierDetail: `driver → A: ${describeSends(driver.sends)}. A → B: ${describeSends(reports.A.sends)}`,
       // Seen by C's own event loop after the cutoff they carried, and how late that loop ran.
       lateAtLastHop: reports.C.late,
       latestAtLastHopMs: reports.C.latestMs,

@@ -14,7 +14,7 @@ import { setTimeout as hold } from 'node:timers/promises';
 import { getDeadline, isDeadlineError, withDeadline } from '../../../dist/esm/index.mjs';
 import { activeResources, sameCounts, settleResources, snapshot, trackTimers } from './resources.mjs';
 import { startTelemetry } from './telemetry.mjs';
-import { sends, watchSends } from './wire-probe.mjs';
+import { resetSends, sends, watchSends } from './wire-probe.mjs';
 
 trackTimers();
 watchSends();
@@ -147,7 +147,7 @@ function resetLateness() {
   loopDelay.reset();
   state.late = 0;
   state.latestMs = 0;
-  Object.assign(sends, { checked: 0, late: 0, latestMs: 0 });
+  resetSends();
 }
 
 async function report() {
