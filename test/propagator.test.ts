@@ -52,6 +52,19 @@ describe('inject', () => {
     d.dispose();
   });
 
+  it('writes each deadline its own cutoff when calls under two deadlines interleave (the last cutoff\'s text is reused)', () => {
+    const a = openDeadline({ operation: 'a', timeoutMs: 5_000, parent: null });
+    const b = openDeadline({ operation: 'b', timeoutMs: 9_000, parent: null });
+    const [ctxA, ctxB] = [setDeadline(ROOT_CONTEXT, a), setDeadline(ROOT_CONTEXT, b)];
+    for (const [ctx, d] of [[ctxA, a], [ctxA, a], [ctxB, b], [ctxA, a], [ctxB, b]] as const) {
+      const headers = injected(ctx);
+      expect(headers['x-deadline-at-ms']).toBe(String(Math.floor(d.expiresAtMs)));
+      expect(headers.baggage).toBe(`deadline.at_ms=${Math.floor(d.expiresAtMs)}`);
+    }
+    a.dispose();
+    b.dispose();
+  });
+
   it('writes 0, never a negative value, once the deadline has passed', async () => {
     const d = await passedDeadline('op');
     expect(injected(setDeadline(ROOT_CONTEXT, d))['x-deadline-remaining-ms']).toBe('0');

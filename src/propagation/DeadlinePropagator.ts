@@ -19,6 +19,7 @@ import {
   HEADER_REMAINING_MS,
   HEADER_RUN_DEADLINE_MS,
 } from '../attributes';
+import { CutoffText } from './cutoff-text';
 import { smallestBaggageMs, smallestGrpcTimeout, smallestIntegerMs, type HeaderValue } from './parse';
 
 /**
@@ -71,6 +72,7 @@ export class DeadlinePropagator implements TextMapPropagator {
   private readonly maxIncomingMs: number;
   private readonly operation: string;
   private readonly baggageCodec = new W3CBaggagePropagator();
+  private readonly cutoffText = new CutoffText();
 
   constructor(config: DeadlinePropagatorConfig = {}) {
     const clock = config.clock ?? 'min';
@@ -88,13 +90,14 @@ export class DeadlinePropagator implements TextMapPropagator {
       if (isTracingSuppressed(ctx) || isDeadlineOffWire(ctx)) return;
       const deadline = getDeadline(ctx);
       if (deadline === undefined) return;
-      const atMs = String(Math.floor(deadline.expiresAtMs));
+      const text = this.cutoffText.of(deadline.expiresAtMs);
+      const atMs = text.atMs;
       setter.set(carrier, HEADER_REMAINING_MS, String(Math.floor(deadline.remainingMs())));
       setter.set(carrier, HEADER_AT_MS, atMs);
       const bag = propagation.getBaggage(ctx);
       if (bag === undefined || isDeadlineOnlyBaggage(bag)) {
         // Only our entry: no user entries to encode, so skip the codec on this hot path.
-        setter.set(carrier, HEADER_BAGGAGE, `${BAGGAGE_DEADLINE_KEY}=${atMs}`);
+        setter.set(carrier, HEADER_BAGGAGE, text.baggage);
       } else {
         // Serialize through OTel's own baggage codec so the user's entries keep their encoding.
         const withOurs = bag.setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });

@@ -1,0 +1,19 @@
+import { describe, expect, it } from 'vitest';
+import { parseIntegerMs, smallestBaggageMs } from '../src/propagation/parse';
+
+// parseIntegerMs sums the digits by hand instead of calling Number(): it must
+// agree with Number() on every value it accepts, and accept nothing else.
+describe('parseIntegerMs', () => {
+  it.each(['0', '7', '00042', '1796342400123', '999999999999999', '900719925474099'])('reads %s as Number() does', (text) => {
+    expect(parseIntegerMs(text)).toBe(Number(text));
+  });
+
+  it.each(['', '1'.repeat(16), '12a', '/1', ':1', ' 1', '1.0', '-1', '+1', '١'])('refuses %j', (text) => {
+    expect(parseIntegerMs(text)).toBeUndefined();
+  });
+
+  it('reads an epoch cutoff from the usual baggage header exactly', () => {
+    expect(smallestBaggageMs('deadline.at_ms=1796342400123', 'deadline.at_ms')).toBe(1_796_342_400_123);
+    expect(smallestBaggageMs(['deadline.at_ms=1796342400123'], 'deadline.at_ms')).toBe(1_796_342_400_123);
+  });
+});
