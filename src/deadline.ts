@@ -299,12 +299,9 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
    * subscription holds the deadline armed until it is undone, after dispose too.
    */
   subscribe(listener: (reason: unknown) => void): () => void {
-    const reason = this.currentReason();
-    if (reason !== NOT_ABORTED) {
-      listener(reason);
-      return noop;
-    }
-    this.arm();
+    // arm() ends by deriving the abort state (one clock read); an armed node is derived here instead.
+    if (this.armed || this.reason !== NOT_ABORTED) this.currentReason();
+    else this.arm();
     if (this.reason !== NOT_ABORTED) {
       listener(this.reason);
       return noop;
@@ -351,6 +348,46 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
     if (left > 0) return left;
     this.abort(this.cutoffOwner.expiryReason());
     return -1;
+  }
+
+  /**
+   * @internal The milliseconds to the cutoff, negative once it has passed, and
+   * the abort state derived from that same single clock read: afterwards
+   * `abortKnown` and `knownAbortReason` say whether and why this deadline had
+   * aborted at that instant without reading the clock again. For code that
+   * asks several questions at one moment (the span processor at a span's start
+   * and end): where clock reads are system calls (some VMs), each costs about
+   * as much as the rest of the question.
+   */
+  signedLeft(): number {
+    const left = this.cutoffMono - monotonicNow();
+    if (this.reason === NOT_ABORTED) {
+      const cancelled = this.cancellationAbove();
+      if (cancelled !== NOT_ABORTED) this.abort(cancelled);
+      else if (left <= 0) this.abort(this.cutoffOwner.expiryReason());
+    }
+    return left;
+  }
+
+  /**
+   * @internal Whether something other than the clock has aborted this
+   * deadline (a cancellation here or above, or an abort already recorded),
+   * without reading the clock and without recording anything: for a check
+   * that has just read the clock itself and must report before any abort is
+   * pushed out.
+   */
+  abortedBesidesClock(): boolean {
+    return this.reason !== NOT_ABORTED || this.cancellationAbove() !== NOT_ABORTED;
+  }
+
+  /** @internal Whether the deadline was found aborted by the last look (`signedLeft`, `aborted`, ...); no clock read. */
+  get abortKnown(): boolean {
+    return this.reason !== NOT_ABORTED;
+  }
+
+  /** @internal Why, once `abortKnown`; undefined before. No clock read. */
+  get knownAbortReason(): unknown {
+    return this.reason === NOT_ABORTED ? undefined : this.reason;
   }
 
   /** @internal How many `subscribe` listeners are waiting: lets tests prove none is left behind. */

@@ -83,6 +83,21 @@ describe('attributes at end', () => {
     expect(a['deadline.abort.reason']).toMatch(/deadline of "slow" passed at/);
   });
 
+  it('reads a cutoff that passed while the span ran, before any timer could fire, as expired in every attribute at once', () => {
+    const d = openDeadline({ operation: 'overran', timeoutMs: 5, parent: null });
+    const span = tracer().startSpan('overran', {}, setDeadline(ROOT_CONTEXT, d));
+    // No await: the deadline's timer cannot run, so only a clock read at the end can tell the cutoff passed.
+    while (d.remainingMs() > 0);
+    span.end();
+    const a = otel.span('overran').attributes;
+    expect(a['deadline.outcome']).toBe('expired');
+    expect(a['deadline.exceeded']).toBe(true);
+    expect(a['deadline.remaining_at_end_ms']).toBe(0);
+    expect(a['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
+    expect(a['deadline.abort.reason']).toMatch(/deadline of "overran" passed at/);
+    d.dispose();
+  });
+
   it('marks work whose caller went away as cancelled, without copying the reason text', async () => {
     const caller = new AbortController();
     await withDeadline({ operation: 'cancelled', timeoutMs: 5_000, parent: null, signal: caller.signal }, async (d) => {

@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import type { Deadline } from '../../src/deadline';
+import { DeadlineNode, type Deadline } from '../../src/deadline';
 
 /**
  * The last look at the clock before a guarded request's first bytes go to
@@ -34,6 +34,11 @@ const WRAPPED = Symbol('otel-deadline.write-guard');
 
 type GuardedSocket = Socket & { [PENDING]?: PendingWrite; [WRAPPED]?: true; _httpMessage?: unknown };
 
+/** A cancellation (or an abort already recorded), with no second clock read for our own deadlines: remainingMs() has just read it. */
+function abortedBesidesClock(deadline: Deadline): boolean {
+  return deadline instanceof DeadlineNode ? deadline.abortedBesidesClock() : deadline.aborted;
+}
+
 /** Arms the check for the next `socket.write`, which carries the request line and headers. */
 export function checkBeforeNextWrite(socket: Socket, pending: PendingWrite): void {
   const guarded = socket as GuardedSocket;
@@ -46,9 +51,9 @@ export function checkBeforeNextWrite(socket: Socket, pending: PendingWrite): voi
     // A node:http socket names the request it is writing for: a guard left by an earlier one is stale.
     if (next !== undefined && (this._httpMessage == null || this._httpMessage === next.owner)) {
       this[PENDING] = undefined;
-      // remainingMs() reads the clock without aborting anything: the caller is told it was
-      // not written before the abort reaches it, so the outcome says `expired`, not `unknown`.
-      if (next.deadline.remainingMs() <= 0 || next.deadline.aborted) {
+      // Neither look aborts anything: the caller is told it was not written before the
+      // abort reaches it, so the outcome says `expired`, not `unknown`.
+      if (next.deadline.remainingMs() <= 0 || abortedBesidesClock(next.deadline)) {
         next.refused();
         next.abort(next.deadline.abortReason);
         return false;
