@@ -11,7 +11,7 @@ import {
   type TextMapGetter,
 } from '@opentelemetry/api';
 import { CompositePropagator, suppressTracing, W3CBaggagePropagator } from '@opentelemetry/core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DeadlinePropagator, getDeadline, openDeadline, setDeadline, type Deadline } from '../src';
 import { passedDeadline } from './helpers/clock';
 import { captureDiag } from './helpers/diag';
@@ -184,8 +184,19 @@ describe('extract', () => {
     ['zero', () => ({ 'x-deadline-remaining-ms': '0' }), 0],
   ];
   it.each(accepted)('accepts %s', (_name, headers, expectedMs) => {
+    // Date.now() reads whole milliseconds. Read once when the header is written and once when it is
+    // read, the two truncations can take up to 1 ms more off an absolute value than the time that
+    // really passed, so the bound below would fail whenever a millisecond turned between them.
+    // Holding the wall clock still for the write and the read makes that difference exactly zero;
+    // the time that passes is then measured on the one monotonic clock the deadline counts down on.
+    const wallClock = vi.spyOn(Date, 'now').mockReturnValue(Date.now());
     const start = performance.now();
-    const d = extract(headers());
+    let d: Deadline | undefined;
+    try {
+      d = extract(headers());
+    } finally {
+      wallClock.mockRestore();
+    }
     expect(d).toBeDefined();
     expect(d!.source).toBe('remote');
     const left = d!.remainingMs();
