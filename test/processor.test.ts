@@ -18,16 +18,24 @@ const tracer = () => trace.getTracer('processor-test');
 
 describe('attributes at start', () => {
   it('records the cutoff, remaining, budget, source and operation of a local deadline', async () => {
+    // Each value is bracketed by reads of its own clock around the work, so a pause anywhere can
+    // only widen a bracket: the cutoff is wall-clock epoch ms (Date.now() at the open plus the
+    // budget), the time left is counted on the monotonic clock.
     const before = Date.now();
+    const startedMono = performance.now();
     await withDeadline({ operation: 'agent.run', timeoutMs: 1_000, parent: null }, () => sleep(1));
+    const elapsedMono = performance.now() - startedMono;
+    const after = Date.now();
     const a = otel.span('agent.run').attributes;
     expect(a['deadline.at_ms']).toBeGreaterThanOrEqual(before + 1_000);
-    expect(a['deadline.at_ms']).toBeLessThanOrEqual(Date.now() + 1_000);
+    expect(a['deadline.at_ms']).toBeLessThanOrEqual(after + 1_000);
     expect(Number.isInteger(a['deadline.at_ms'])).toBe(true);
-    // Taken at span start, right after the open: at most the budget, and at least what is left now
-    // (2 ms for whole-ms rounding on both clocks).
+    // Taken at span start, right after the open: Math.floor(1_000 - t), where t is the monotonic time
+    // from the open to the span start, which lies inside [startedMono, startedMono + elapsedMono].
+    // (The old lower bound, at_ms - Date.now() - 2, set a wall-clock cutoff against a monotonic
+    // remaining time; this one stays on the one clock.)
     expect(a['deadline.remaining_ms']).toBeLessThanOrEqual(1_000);
-    expect(a['deadline.remaining_ms']).toBeGreaterThanOrEqual((a['deadline.at_ms'] as number) - Date.now() - 2);
+    expect(a['deadline.remaining_ms']).toBeGreaterThanOrEqual(Math.floor(1_000 - elapsedMono));
     expect(Number.isInteger(a['deadline.remaining_ms'])).toBe(true);
     expect(a['deadline.budget_ms']).toBe(1_000);
     expect(a['deadline.source']).toBe('local');
