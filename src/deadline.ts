@@ -633,8 +633,11 @@ function refusalFromParent(operation: string, expiresAtMs: number, reason: unkno
  * Validates options and opens a deadline under `parent` (undefined: a root).
  * Refusals are thrown before anything is allocated: an aborted parent or
  * signal, a cutoff already passed, or too little usable time.
+ * `keepBeforeParentMs` ends the new deadline at least that long before its
+ * parent's cutoff (withAdmission's reserve), computed from the one clock read
+ * the rest of the opening uses.
  */
-export function openDeadlineUnder(parentInput: Deadline | null | undefined, options: DeadlineOptions): DeadlineNode {
+export function openDeadlineUnder(parentInput: Deadline | null | undefined, options: DeadlineOptions, keepBeforeParentMs = 0): DeadlineNode {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
   const operation = checkOperation(options.operation);
   const hasTimeout = options.timeoutMs !== undefined;
@@ -647,8 +650,13 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
   const minUsefulMs = options.minUsefulMs === undefined ? 0 : checkDuration('minUsefulMs', options.minUsefulMs);
   const reserveMs = options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs);
 
+  // The two clocks are read in the order that keeps a pause between the reads on the safe side: for
+  // a timeout the wall clock first, so the cutoff sent on the wire (expiresAtMs) is never later than
+  // the one enforced here; for an absolute expiresAtMs the monotonic clock first, so the cutoff
+  // enforced here is never later than the one asked for.
+  const earlyEpoch = hasTimeout ? Date.now() : 0;
   const nowMono = monotonicNow();
-  const nowEpoch = Date.now();
+  const nowEpoch = hasTimeout ? earlyEpoch : Date.now();
   let ownCutoff: number;
   let ownExpiresAt: number;
   let budgetMs: number;
@@ -668,15 +676,20 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
   let cutoffMono = ownCutoff;
   let expiresAtMs = ownExpiresAt;
   if (parent !== undefined) {
-    const parentCutoff = cutoffOf(parent, nowMono);
+    // keepBeforeParentMs: the parent's cutoff less a reserve, on the same clock read as everything else here.
+    const parentCutoff = cutoffOf(parent, nowMono) - keepBeforeParentMs;
     cutoffMono = minCutoff(ownCutoff, parentCutoff);
-    if (cutoffMono === parentCutoff) expiresAtMs = parent.expiresAtMs;
+    if (cutoffMono === parentCutoff) expiresAtMs = parent.expiresAtMs - keepBeforeParentMs;
     budgetMs = parent.budgetMs;
     if (parent.aborted) throw refusalFromParent(operation, expiresAtMs, parent.abortReason);
   }
   if (signal?.aborted) throw new DeadlineCancelledError(operation, signal.reason);
 
   const remaining = cutoffMono - nowMono;
+  if (remaining <= 0 && remaining + keepBeforeParentMs > 0) {
+    // The parent is still running: only the reserve kept before it is left.
+    throw new InsufficientBudgetError(operation, minUsefulMs + keepBeforeParentMs, remaining + keepBeforeParentMs);
+  }
   if (remaining <= 0) throw new DeadlineExceededError(operation, expiresAtMs);
   if (remaining - reserveMs < minUsefulMs) {
     throw new InsufficientBudgetError(operation, minUsefulMs + reserveMs, remaining);

@@ -12,8 +12,12 @@ export const TRACER_NAME = 'otel-deadline';
  * OTel context; `parent: null` opens a root, which is what an edge does.
  */
 export function openDeadline(options: DeadlineOptions): ManagedDeadline {
-  const parent = options?.parent === undefined ? getDeadline() : options.parent;
-  return openDeadlineUnder(parent, options);
+  return openDeadlineUnder(parentFor(options), options);
+}
+
+/** The parent `options` name, or the deadline active in OTel context when they name none. */
+function parentFor(options: DeadlineOptions): Deadline | null | undefined {
+  return options?.parent === undefined ? getDeadline() : options.parent;
 }
 
 /** True for the errors openDeadline throws to refuse work (not for bad arguments). */
@@ -37,12 +41,25 @@ export function endRefusedSpan(span: Span, err: unknown): void {
  */
 export async function withDeadline<T>(options: DeadlineOptions, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
   if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+  return runUnder(options, fn, 0);
+}
+
+/**
+ * @internal withDeadline for work that must end `keepBeforeParentMs` before
+ * the active deadline (withAdmission): the reserve comes off the parent's
+ * cutoff inside the opening, on its one clock read.
+ */
+export function withDeadlineKeeping<T>(options: DeadlineOptions, keepBeforeParentMs: number, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
+  return runUnder(options, fn, keepBeforeParentMs);
+}
+
+async function runUnder<T>(options: DeadlineOptions, fn: (deadline: Deadline) => Promise<T> | T, keepBeforeParentMs: number): Promise<T> {
   checkContextManager();
   const tracer = trace.getTracer(TRACER_NAME);
   const outer = context.active();
   let deadline: ManagedDeadline;
   try {
-    deadline = openDeadline(options);
+    deadline = openDeadlineUnder(parentFor(options), options, keepBeforeParentMs);
   } catch (err) {
     if (isRefusal(err)) endRefusedSpan(tracer.startSpan(options.operation, {}, outer), err);
     throw err;

@@ -66,6 +66,9 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
       const observe = settings.mode === 'observe';
       const covering = coveringSpan(ctx, SpanKind.CLIENT);
       const span = covering ?? startRpcSpan(tracer, SpanKind.CLIENT, method, ctx);
+      // The wall clock before the monotonic one: a pause between the two reads can then only make
+      // the deadline handed to grpc-js below earlier than our cutoff, never later.
+      const nowEpoch = Date.now();
       const remaining = active.remainingMs();
       // The refusal's error (and its operation name) is built only for a call that is refused.
       const refuseIt = active.aborted || remaining <= 0 || remaining < settings.minUsefulMs;
@@ -78,7 +81,7 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
       // `deadline - Date.now()` to setTimeout as it is, and Node keeps one timer
       // list per distinct duration, so a fractional deadline cost every call a
       // list of its own.
-      const cutoffEpoch = Math.floor(Date.now() + remaining);
+      const cutoffEpoch = Math.floor(nowEpoch + remaining);
       // Observe mode changes nothing on the call: its own deadline stays.
       const clampedByUs = !observe && cutoffEpoch < own;
       const call = original.call(this, method, clampedByUs ? cutoffEpoch : deadline, host, parentCall, propagateFlags);

@@ -25,10 +25,18 @@ export type RejectCode = 'DEADLINE_EXCEEDED' | 'INSUFFICIENT_BUDGET';
  */
 export function fromExtracted(extracted: DeadlineNode, maxIncomingMs: number | undefined): IncomingBudget {
   const remainingMs = extracted.remainingMs();
-  if (maxIncomingMs !== undefined && remainingMs > maxIncomingMs) {
-    return { remainingMs: maxIncomingMs, cutoffMono: monotonicNow() + maxIncomingMs, expiresAtMs: Date.now() + maxIncomingMs, source: 'remote', wireSkewMs: extracted.wireSkewMs };
-  }
+  if (maxIncomingMs !== undefined && remainingMs > maxIncomingMs) return capped(maxIncomingMs, extracted.wireSkewMs);
   return { remainingMs, cutoffMono: extracted.cutoffMono, expiresAtMs: extracted.expiresAtMs, source: 'remote', wireSkewMs: extracted.wireSkewMs };
+}
+
+/**
+ * A budget of `ms` from now. The wall clock is read before the monotonic one,
+ * so a pause between the two reads can only make the cutoff sent downstream
+ * (expiresAtMs) earlier than the one enforced here, never later.
+ */
+function capped(ms: number, wireSkewMs: number | undefined): IncomingBudget {
+  const expiresAtMs = Date.now() + ms;
+  return { remainingMs: ms, cutoffMono: monotonicNow() + ms, expiresAtMs, source: 'remote', wireSkewMs };
 }
 
 /**
@@ -72,10 +80,11 @@ export function budgetFromWire<Carrier>(
     };
   }
   if (settings.defaultTimeoutMs === undefined) return undefined;
+  const expiresAtMs = Date.now() + settings.defaultTimeoutMs; // the wall clock first: see capped()
   return {
     remainingMs: settings.defaultTimeoutMs,
     cutoffMono: monotonicNow() + settings.defaultTimeoutMs,
-    expiresAtMs: Date.now() + settings.defaultTimeoutMs,
+    expiresAtMs,
     source: 'local',
     wireSkewMs: undefined,
   };

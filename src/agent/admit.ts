@@ -2,7 +2,7 @@ import { context, trace } from '@opentelemetry/api';
 import { getDeadline } from '../context';
 import type { Deadline } from '../deadline';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../errors';
-import { endRefusedSpan, isRefusal, TRACER_NAME, withDeadline } from '../open';
+import { endRefusedSpan, isRefusal, TRACER_NAME, withDeadlineKeeping } from '../open';
 import { checkDuration } from '../time';
 
 export interface AdmitOptions {
@@ -74,5 +74,7 @@ export async function withAdmission<T>(options: AdmissionOptions, fn: (deadline:
   }
   const cap = Math.min(usable, timeoutMs ?? Infinity);
   if (cap === Infinity) throw new TypeError('withAdmission needs an active deadline or a timeoutMs');
-  return withDeadline({ operation, timeoutMs: cap }, fn);
+  // The reserve comes off the caller's cutoff when the child opens, not off `usable` as read above:
+  // a pause between the two reads would otherwise move the child's cutoff into the reserve.
+  return withDeadlineKeeping({ operation, timeoutMs: cap }, reserveMs ?? 0, fn);
 }

@@ -125,15 +125,20 @@ function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
   const parent = options.parent === undefined ? getDeadline() : (options.parent ?? undefined);
 
-  const nowEpoch = Date.now();
+  // The wall clock on both sides of the monotonic read, so that a pause between the reads stays on
+  // the safe side either way: the sender's absolute cutoff is measured with the later wall-clock
+  // read (the cutoff enforced here is never later than the sender's), and a capped budget's cutoff
+  // for the wire with the earlier one (never later than the cutoff enforced here).
+  const epochBefore = Date.now();
   const nowMono = monotonicNow();
+  const nowEpoch = Date.now();
   // The remaining time is measured on this process's clock against the sender's
   // cutoff; the dwell is what the queue (and any clock skew) took.
   let remaining = envelope.deadlineAtMs - nowEpoch;
   let expiresAtMs = envelope.deadlineAtMs;
   if (remaining > cap) {
     remaining = cap;
-    expiresAtMs = nowEpoch + cap;
+    expiresAtMs = epochBefore + cap;
   }
   let cutoffMono = nowMono + remaining;
   if (parent !== undefined) {

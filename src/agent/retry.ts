@@ -225,11 +225,9 @@ export async function retryWithinDeadline<T>(
   let scope: ManagedDeadline | undefined;
   let signal: AbortSignal;
   if (parent !== undefined) {
-    scope = openDeadlineUnder(parent, {
-      operation: plan.operation,
-      timeoutMs: Math.max(0, parent.remainingMs() - plan.reserveMs),
-      signal: options.signal,
-    });
+    // The reserve comes off the caller's cutoff inside the opening, on its own clock read: a pause
+    // after the check above cannot move the scope's end into the reserve.
+    scope = openDeadlineUnder(parent, { operation: plan.operation, timeoutMs: parent.remainingMs(), signal: options.signal }, plan.reserveMs);
     signal = scope.signal;
   } else {
     signal = options.signal ?? new AbortController().signal;
@@ -252,6 +250,13 @@ export async function retryWithinDeadline<T>(
         const stop = stopForAbort(plan.operation, reason, lastError);
         record(attempt, false, backoffMs, decisionForCode(abortCodeOf(stop)), lastError);
         throw stop;
+      }
+      // The check before the wait counted on the timer firing on time; a late one (a busy event
+      // loop) may have eaten into minAttemptMs, and the attempt must not start then either.
+      const late = backoffMs > 0 ? refusal(0) : undefined;
+      if (late !== undefined) {
+        record(attempt, false, backoffMs, decisionForCode(abortCodeOf(late)), lastError);
+        throw late;
       }
 
       // With attemptTimeoutMs each attempt runs under its own, shorter child.

@@ -111,6 +111,31 @@ describe('retryWithinDeadline: the budget check', () => {
     expect(otel.span('search').attributes['deadline.outcome']).toBe('expired');
   });
 
+  it('checks again after a backoff that ran late: a blocked event loop does not start an attempt below minAttemptMs', async () => {
+    dependency = await startDependency((_req, res) => reply(res, 503, {}));
+    const url = dependency.url;
+    const err = await withDeadline({ operation: 'agent.run', timeoutMs: 1_000, parent: null }, (root) =>
+      retryWithinDeadline(
+        (a) =>
+          call(url, a).catch((failure: unknown) => {
+            // Once attempt 1 has failed, and before the 100 ms backoff timer can fire, hold the event loop
+            // until less than minAttemptMs (500) is left: the backoff fitted when it was checked (about
+            // 1,000 ms left then), the attempt after it no longer does.
+            if (a.attempt === 1) setTimeout(() => { while (root.remainingMs() > 450); }, 10);
+            throw failure;
+          }),
+        { operation: 'late-backoff', attempts: 5, backoffMs: 100, minAttemptMs: 500 },
+      ),
+    ).catch((e: unknown) => e);
+
+    expect(err).toBeInstanceOf(InsufficientBudgetError);
+    expect(dependency.arrivals).toHaveLength(1);
+    expect(attemptEvents('late-backoff').map((e) => [e['deadline.retry.attempt'], e['deadline.retry.started'], e['deadline.retry.decision']])).toEqual([
+      [1, true, 'retry'],
+      [2, false, 'insufficient_budget'],
+    ]);
+  });
+
   it('retries a transient failure inside the budget with one idempotency key for all attempts', async () => {
     let calls = 0;
     dependency = await startDependency((_req, res) => (++calls === 1 ? reply(res, 503, {}) : reply(res, 200, { stock: 4 })));
