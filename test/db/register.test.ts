@@ -91,6 +91,8 @@ describe('register entry with ioredis', () => {
     // The server's nil at the clamped timeout, or our rejection at the same cutoff.
     expect(result.value === null || result.error === 'DeadlineExceededError').toBe(true);
     expect(result.settledMs).toBeLessThan(CUT_WITHIN_MS);
+    // The server let go of the connection by itself, at the clamped timeout: not after BLPOP's 5 s.
+    expect(result.unblockedMs).toBeLessThan(CUT_WITHIN_MS);
     expect(result).toMatchObject({ blocked: 0, refused: 'DeadlineExceededError', incrSent: 0 });
     expect(outcomes('redis-esm', 'incr')).toEqual(['not_started']);
   });
