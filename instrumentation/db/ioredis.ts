@@ -91,7 +91,12 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       if (!observe && isBlocking(name)) clampBlockingTimeout(name, command.args, left);
       guard.arm(guard);
       const result = slot.dispatch(guard, original, this, args);
-      guard.settleFirst();
+      // A wrapper on top of us (instrumentation-ioredis registered after us) patches
+      // `resolve`/`reject` once we return, and would end its span on a reply before
+      // the guard saw it: ours go on top of its in a microtask, before any reply or
+      // timer can run.
+      if (isOwnWrapper(current, owner)) guard.settleFirst();
+      else queueMicrotask(() => guard.settleFirst());
       return result;
     };
 }
@@ -124,11 +129,12 @@ class RedisCommandGuard extends DbStatement implements CutoffHandler {
 
   /**
    * Settles the statement the moment ioredis resolves or rejects the command,
-   * synchronously: before an instrumentation-ioredis below us (which patched
-   * `resolve`/`reject` as we called it) ends its span, and with no gap in which
+   * synchronously: before instrumentation-ioredis (which patches
+   * `resolve`/`reject`: while we call it when below us, right after we return
+   * when on top, hence a microtask then) ends its span, and with no gap in which
    * the cutoff could still call a resolved command unknown. Closures, not
    * shared functions that find the guard through `this`: instrumentation-ioredis
-   * on top of us wraps them after we return and calls them unbound.
+   * calls the functions it wrapped unbound.
    */
   settleFirst(): void {
     const { command } = this;

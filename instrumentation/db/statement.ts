@@ -213,9 +213,9 @@ export class DbStatement extends LinkedItem implements AbortWatcher {
       this.attributes = this.attributes === undefined ? attributes : { ...this.attributes, ...attributes };
       return;
     }
-    // An instrumentation-ioredis wrapped on top of us ends its span before the
-    // reply reaches us; writing to it then only costs the SDK's warning (the
-    // span processor has already derived `completed` for it).
+    // A driver instrumentation may have ended its span before the guard settled
+    // (the span processor then derived the outcome from the deadline): writing
+    // to an ended span would only cost the SDK's warning.
     if (this.span.isRecording()) this.span.setAttributes(attributes);
   }
 }

@@ -7,6 +7,7 @@
  * server, cancels seen on the server), and the outcome lands on the driver
  * instrumentation's span, with no second span of ours beside it.
  */
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis';
@@ -307,6 +308,30 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
       // The server's nil at the clamped timeout (completed), or our cutoff first: BLPOP pops, so a
       // reply we drop may have carried an element, and that is unknown.
       expect(span.attributes['deadline.outcome']).toBe(result === null ? 'completed' : 'unknown');
+    });
+
+    it('a reply read after the clock passed the cutoff, before its timer ran, is delivered and completed on one span', async () => {
+      const c = client();
+      const id = String(await c.client('ID'));
+      otel.exporter.reset();
+      const cut = openDeadline({ operation: 'blpop', timeoutMs: 100, parent: null });
+      const reply = under(cut, () => c.blpop(`otel-deadline:${randomUUID()}`, 0).catch((e: unknown) => e));
+      // Block the event loop from a timer callback that runs before the cutoff, until the clock has
+      // passed the cutoff and the server has answered (its nil at the clamped 0.1 s): libuv runs the
+      // timers due when the iteration began, then polls, so the reply is read in this iteration and
+      // the cutoff timer only in the next. instrumentation-ioredis ends its span on that reply.
+      const blockedOnServer = () => /\bflags=b\b/.test(execFileSync('redis-cli', ['-h', '127.0.0.1', '-p', '6379', 'CLIENT', 'LIST', 'ID', id], { encoding: 'utf8' }));
+      await new Promise<void>((resolve) =>
+        setTimeout(() => {
+          while (!cut.expired || blockedOnServer());
+          resolve();
+        }, 0),
+      );
+      const result = await reply;
+      cut.dispose();
+      expect(result).toBeNull();
+      const span = onlySpan('redis', 'blpop', SCOPES.ioredis);
+      expect(span.attributes['deadline.outcome']).toBe('completed');
     });
   });
 }
