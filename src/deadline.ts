@@ -351,22 +351,22 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
   }
 
   /**
-   * @internal The milliseconds to the cutoff, negative once it has passed, and
-   * the abort state derived from that same single clock read: afterwards
-   * `abortKnown` and `knownAbortReason` say whether and why this deadline had
-   * aborted at that instant without reading the clock again. For code that
-   * asks several questions at one moment (the span processor at a span's start
-   * and end): where clock reads are system calls (some VMs), each costs about
-   * as much as the rest of the question.
+   * @internal The abort reason `abortReason` would give at an instant when
+   * `left` ms were left to the cutoff (negative: past it), or undefined if
+   * none, without aborting: nothing is recorded and no listener runs. For
+   * readers that have just read the clock and must not run other code, such as
+   * a span processor inside the SDK's `span.end()`: an abort listener that
+   * ends the same span (a driver instrumentation's, through a command guard)
+   * would end it a second time from inside end(). An expiry not yet recorded
+   * gets a reason like the one it will have.
    */
-  signedLeft(): number {
-    const left = this.cutoffMono - monotonicNow();
-    if (this.reason === NOT_ABORTED) {
-      const cancelled = this.cancellationAbove();
-      if (cancelled !== NOT_ABORTED) this.abort(cancelled);
-      else if (left <= 0) this.abort(this.cutoffOwner.expiryReason());
-    }
-    return left;
+  peekAbortReasonAt(left: number): unknown {
+    if (this.reason !== NOT_ABORTED) return this.reason;
+    const cancelled = this.cancellationAbove();
+    if (cancelled !== NOT_ABORTED) return cancelled;
+    if (left > 0) return undefined;
+    const owner = this.cutoffOwner;
+    return owner.reason !== NOT_ABORTED ? owner.reason : new DeadlineExceededError(owner.operation, owner.expiresAtMs);
   }
 
   /**
@@ -378,16 +378,6 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
    */
   abortedBesidesClock(): boolean {
     return this.reason !== NOT_ABORTED || this.cancellationAbove() !== NOT_ABORTED;
-  }
-
-  /** @internal Whether the deadline was found aborted by the last look (`signedLeft`, `aborted`, ...); no clock read. */
-  get abortKnown(): boolean {
-    return this.reason !== NOT_ABORTED;
-  }
-
-  /** @internal Why, once `abortKnown`; undefined before. No clock read. */
-  get knownAbortReason(): unknown {
-    return this.reason === NOT_ABORTED ? undefined : this.reason;
   }
 
   /** @internal How many `subscribe` listeners are waiting: lets tests prove none is left behind. */

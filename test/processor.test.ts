@@ -130,6 +130,33 @@ describe('attributes at end', () => {
     expect(otel.span('leaf').attributes['deadline.outcome']).toBe('cancelled');
     expect(otel.span('root').attributes['deadline.outcome']).toBe('cancelled');
   });
+  it('ends a span past its cutoff once, without running abort listeners inside span.end()', async () => {
+    // The cutoff has passed on the clock but its timer has not run (the event loop is busy): the
+    // processor reads the deadline in onEnding, before the SDK marks the span ended. Had that read
+    // fired the abort, a listener ending the same span (instrumentation-ioredis does, through a
+    // command guard) would end it again from inside end() and the exporter would get it twice.
+    const cut = openDeadline({ operation: 'cut', timeoutMs: 5, parent: null });
+    const span = tracer().startSpan('ended-once', {}, setDeadline(ROOT_CONTEXT, cut));
+    let endedInsideEnd = false;
+    let ending = false;
+    cut.signal.addEventListener('abort', () => {
+      endedInsideEnd = ending;
+      span.end();
+    });
+    while (!cut.expired); // past the cutoff before its timer can run
+    ending = true;
+    span.end();
+    ending = false;
+    expect(endedInsideEnd).toBe(false);
+    expect(otel.exporter.getFinishedSpans().filter((s) => s.name === 'ended-once')).toHaveLength(1);
+    await aborted(cut.signal); // the timer's abort reaches the listener afterwards: the span stays ended once
+    cut.dispose();
+    expect(otel.exporter.getFinishedSpans().filter((s) => s.name === 'ended-once')).toHaveLength(1);
+    const a = otel.span('ended-once').attributes;
+    expect(a['deadline.outcome']).toBe('expired');
+    expect(a['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
+    expect(a['deadline.abort.reason']).toMatch(/deadline of "cut" passed at/);
+  });
 });
 
 describe('lateness', () => {

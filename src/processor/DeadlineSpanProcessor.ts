@@ -2,7 +2,7 @@ import { SpanKind, trace, type Attributes, type Context, type MeterProvider } fr
 import { getDeadline } from '../context';
 import { DeadlineNode, type Deadline } from '../deadline';
 import { abortCodeOf, describeAbortReason } from '../errors';
-import { checkDuration } from '../time';
+import { checkDuration, monotonicNow } from '../time';
 import {
   ATTR_DEADLINE_ABORT_CODE,
   ATTR_DEADLINE_ABORT_REASON,
@@ -111,32 +111,33 @@ function isLaterThan(deadline: Deadline, parent: Cutoff): boolean {
 }
 
 /*
- * One look at the deadline per span start and per span end. For our own
- * deadlines that is one clock read (DeadlineNode#signedLeft), after which the
- * abort state is read without the clock: where a clock read is a system call
- * (seen on a KVM guest: 0.3 µs each) the four reads an end used to take cost
- * more than the rest of the processor's work on the span. Other Deadline
+ * One look at the deadline per span start and per span end: for our own
+ * deadlines one clock read, the abort state then found from that read
+ * (DeadlineNode#peekAbortReasonAt). Where a clock read is a system call (seen
+ * on a KVM guest: 60-320 ns each), the four reads an end used to take cost
+ * more than the rest of the processor's work on the span. The look never
+ * aborts anything: recording an expiry whose timer has not run yet would call
+ * its listeners from inside the SDK's span.start() or span.end(), and a
+ * listener that ends the same span (instrumentation-ioredis does, through our
+ * command guard) would end and export it twice. Other Deadline
  * implementations are asked through the public interface.
  */
 
-/** Milliseconds to the cutoff, negative once it has passed; for our own deadlines also fixes the abort state as of that read. */
-function lookSigned(deadline: Deadline): number {
-  if (deadline instanceof DeadlineNode) return deadline.signedLeft();
+/** Milliseconds to the cutoff, negative once it has passed. */
+function signedLeft(deadline: Deadline): number {
+  if (deadline instanceof DeadlineNode) return deadline.cutoffMono - monotonicNow();
   return deadline.expiresAtMs - Date.now();
 }
 
-/** Whether the deadline had aborted at the last look (no clock read for our own deadlines). */
-function abortedAtLook(deadline: Deadline): boolean {
-  return deadline instanceof DeadlineNode ? deadline.abortKnown : deadline.aborted;
+/** The abort reason at the look that found `left` ms to the cutoff; undefined if none. */
+function abortReasonAt(deadline: Deadline, left: number): unknown {
+  if (deadline instanceof DeadlineNode) return deadline.peekAbortReasonAt(left);
+  return deadline.aborted ? deadline.abortReason : undefined;
 }
 
-function abortReasonAtLook(deadline: Deadline): unknown {
-  return deadline instanceof DeadlineNode ? deadline.knownAbortReason : deadline.abortReason;
-}
-
-/** The outcome at the last look, which found `left` ms to the cutoff and the deadline `aborted` or not. */
-function outcomeAtLook(deadline: Deadline, aborted: boolean, left: number): DeadlineOutcome {
-  if (aborted) return abortCodeOf(abortReasonAtLook(deadline)) === 'CANCELLED' ? 'cancelled' : 'expired';
+/** The outcome at that look. */
+function outcomeAt(deadline: Deadline, abortReason: unknown, left: number): DeadlineOutcome {
+  if (abortReason !== undefined) return abortCodeOf(abortReason) === 'CANCELLED' ? 'cancelled' : 'expired';
   if (deadline instanceof DeadlineNode) return left > 0 ? 'completed' : 'expired';
   return deadline.expired ? 'expired' : 'completed';
 }
@@ -180,8 +181,9 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const deadline = getDeadline(parentContext);
     if (deadline === undefined) return;
     showStartedSpan(span);
-    const signed = deadline instanceof DeadlineNode ? deadline.signedLeft() : deadline.remainingMs();
+    const signed = deadline instanceof DeadlineNode ? signedLeft(deadline) : deadline.remainingMs();
     const remaining = signed > 0 ? signed : 0;
+    const abortReason = abortReasonAt(deadline, signed);
     // Once the SDK has shown it calls onEnding, the start attributes wait for
     // it and go on the span in one direct write (see direct-attributes.ts).
     // Before that, and on an SDK without onEnding, they are set now.
@@ -193,10 +195,10 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     // The same deadline as the parent's has the same cutoff: never later.
     const later = parentState !== undefined && parentState.deadline !== deadline && isLaterThan(deadline, parentState);
     let startViolations = NO_VIOLATIONS;
-    if (later || remaining <= 0 || abortedAtLook(deadline)) {
+    if (later || remaining <= 0 || abortReason !== undefined) {
       const found: DeadlineViolation[] = later ? ['later_than_parent'] : [];
       if (remaining <= 0) found.push('started_after_expiry');
-      else if (abortedAtLook(deadline)) found.push('started_after_cancel');
+      else if (abortReason !== undefined) found.push('started_after_cancel');
       startViolations = found;
     }
 
@@ -227,19 +229,18 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const attributes = span.attributes;
     const preset = attributes[ATTR_DEADLINE_OUTCOME] as DeadlineOutcome | undefined;
     // Signed: negative once the cutoff has passed. The outcome and the abort code below go by the same look.
-    const left = lookSigned(deadline);
-    const aborted = abortedAtLook(deadline);
-    const outcome = preset ?? outcomeAtLook(deadline, aborted, left);
+    const left = signedLeft(deadline);
+    const abortReason = abortReasonAt(deadline, left);
+    const outcome = preset ?? outcomeAt(deadline, abortReason, left);
     const remainingAtEnd = deadline instanceof DeadlineNode ? Math.max(0, left) : deadline.remainingMs();
     const record: EndRecord = { remainingAtEndMs: Math.floor(remainingAtEnd), exceeded: remainingAtEnd <= 0 };
     if (!state.startWritten) record.start = startValues(deadline, state.startRemainingMs);
     if (preset === undefined) record.outcome = outcome;
 
     const presetCode = attributes[ATTR_DEADLINE_ABORT_CODE];
-    if (aborted && presetCode === undefined) {
-      const reason = abortReasonAtLook(deadline);
-      record.abortCode = abortCodeOf(reason);
-      record.abortReason = describeAbortReason(reason);
+    if (abortReason !== undefined && presetCode === undefined) {
+      record.abortCode = abortCodeOf(abortReason);
+      record.abortReason = describeAbortReason(abortReason);
     }
     const abortCode = presetCode ?? record.abortCode;
     if (typeof abortCode === 'string') this.instruments().aborts.add(1, { [ATTR_DEADLINE_ABORT_CODE]: abortCode });
