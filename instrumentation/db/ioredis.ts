@@ -17,6 +17,32 @@ interface RedisCommand {
   promise: Promise<unknown>;
   reject(err: unknown): void;
   resolve(value: unknown): void;
+  /** Set when the cutoff rejected the command: the error it was rejected with. */
+  [CUT_BY_DEADLINE]?: Error;
+}
+
+/**
+ * Marks a command the cutoff rejected. ioredis sends a command again through
+ * sendCommand when its connection comes back (the commands that had no reply
+ * yet, with autoResendUnfulfilledCommands, its default, and the offline
+ * queue), from its own event handler, outside the deadline's context: nothing
+ * would stop it, and a command the caller has already been told failed would
+ * run after its cutoff (a BLPOP could pop an element nobody receives).
+ */
+const CUT_BY_DEADLINE = Symbol('otel-deadline.cut-by-deadline');
+
+/** Guards waiting to put their resolve/reject on top of a wrapper above ours: one microtask for all sent in one turn. */
+let settleFirstPending: RedisCommandGuard[] = [];
+
+function settleFirstSoon(guard: RedisCommandGuard): void {
+  if (settleFirstPending.length === 0) queueMicrotask(flushSettleFirst);
+  settleFirstPending.push(guard);
+}
+
+function flushSettleFirst(): void {
+  const guards = settleFirstPending;
+  settleFirstPending = [];
+  for (const guard of guards) guard.settleFirst();
 }
 
 /** Commands that only read: one the cutoff reached in flight left nothing half-done. Anything else is a write. */
@@ -61,6 +87,13 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       const ctx = context.active();
       const deadline = statementDeadline(host, 'ioredis', ctx);
       const command = args[0] as RedisCommand | undefined;
+      const cut = command?.[CUT_BY_DEADLINE];
+      if (cut !== undefined) {
+        // Sent again after a reconnect: the caller was told at the cutoff; nothing goes out now. A wrapper
+        // on top of ours (instrumentation-ioredis) started a span for this send and ends it through reject.
+        process.nextTick(() => command!.reject(cut));
+        return command!.promise;
+      }
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function') return original.apply(this, args);
       const name = lowerCaseName(command.name);
       const observe = host.settings.mode === 'observe';
@@ -96,7 +129,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       // the guard saw it: ours go on top of its in a microtask, before any reply or
       // timer can run.
       if (isOwnWrapper(current, owner)) guard.settleFirst();
-      else queueMicrotask(() => guard.settleFirst());
+      else settleFirstSoon(guard);
       return result;
     };
 }
@@ -124,6 +157,7 @@ class RedisCommandGuard extends DbStatement implements CutoffHandler {
   onCutoff(): void {
     const cutError = this.errorFor();
     this.settle(cutError, 'not_possible');
+    this.command[CUT_BY_DEADLINE] = cutError;
     this.command.reject(cutError);
   }
 

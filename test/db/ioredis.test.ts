@@ -121,6 +121,38 @@ describe.each(lines)('%s', (_label, Redis) => {
     expect(span.attributes['deadline.outcome']).toBe('unknown');
     expect(await c.ping()).toBe('PONG'); // the late reply was dropped; the connection is in step
   });
+  it('does not send a command the cutoff rejected again when its connection comes back', async () => {
+    const c = client();
+    await c.ping();
+    const monitor = await admin.monitor();
+    const sets: { key: string; source: string }[] = [];
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      if (args[0]?.toLowerCase() === 'set') sets.push({ key: args[1], source });
+    });
+    // A script busy for 1 s holds the server: the SET is still unanswered at its 200 ms cutoff, and at
+    // the reconnect below, after which ioredis sends what had no reply again (autoResendUnfulfilledCommands).
+    const blocker = client();
+    await blocker.ping();
+    const sleeping = blocker.eval(BUSY_1S, 0);
+    const key = `otel-deadline:${randomUUID()}`;
+    const deadline = openDeadline({ operation: 'resend', timeoutMs: 200, parent: null });
+    const err = await under(deadline, () => c.set(key, 'v').catch((e: unknown) => e));
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    const reconnected = new Promise((resolve) => c.once('ready', resolve));
+    c.stream.destroy();
+    await reconnected;
+    await sleeping;
+    // A write on the new connection, after anything ioredis sent again on it: MONITOR lists it after them.
+    const marker = `otel-deadline:marker:${randomUUID()}`;
+    await c.set(marker, '1');
+    const newSource = `${c.stream.localAddress}:${c.stream.localPort}`;
+    expect(await eventually(async () => sets.some((set) => set.key === marker), true)).toBe(true);
+    monitor.disconnect();
+    // The first connection's SET may or may not have run before the server saw that connection close.
+    expect(sets.filter((set) => set.key === key && set.source === newSource)).toEqual([]);
+    expect(sets.find((set) => set.key === marker)?.source).toBe(newSource);
+  });
+
   it('a parent abort while a command is in flight: DeadlineCancelledError, cancelled for a read, unknown for a write', async () => {
     const c = client();
     const blocker = client();
