@@ -665,10 +665,12 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
 
   let cutoffMono = ownCutoff;
   let expiresAtMs = ownExpiresAt;
+  let keptBack = false;
   if (parent !== undefined) {
     // keepBeforeParentMs: the parent's cutoff less a reserve, on the same clock read as everything else here.
     const parentCutoff = cutoffOf(parent, nowMono) - keepBeforeParentMs;
     cutoffMono = minCutoff(ownCutoff, parentCutoff);
+    keptBack = cutoffMono === parentCutoff && keepBeforeParentMs > 0;
     if (cutoffMono === parentCutoff) expiresAtMs = parent.expiresAtMs - keepBeforeParentMs;
     budgetMs = parent.budgetMs;
     if (parent.aborted) throw refusalFromParent(operation, expiresAtMs, parent.abortReason);
@@ -676,7 +678,7 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
   if (signal?.aborted) throw new DeadlineCancelledError(operation, signal.reason);
 
   const remaining = cutoffMono - nowMono;
-  if (remaining <= 0 && remaining + keepBeforeParentMs > 0) {
+  if (keptBack && remaining <= 0 && remaining + keepBeforeParentMs > 0) {
     // The parent is still running: only the reserve kept before it is left.
     throw new InsufficientBudgetError(operation, minUsefulMs + keepBeforeParentMs, remaining + keepBeforeParentMs);
   }
