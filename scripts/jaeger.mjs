@@ -37,11 +37,27 @@ const PORT_ENV = {
 };
 
 export async function freePort() {
-  const server = createServer();
-  await new Promise((ready) => server.listen(0, '127.0.0.1', ready));
-  const { port } = server.address();
-  await new Promise((done) => server.close(() => done()));
-  return port;
+  return (await freePorts(1))[0];
+}
+
+/**
+ * `count` distinct free ports on loopback. Every listener stays open until all
+ * are chosen: closed one by one, the port just released is the next one the
+ * system hands out, and a process given one port twice fails to bind the
+ * second ("address already in use").
+ */
+export async function freePorts(count) {
+  const servers = [];
+  try {
+    for (let i = 0; i < count; i++) {
+      const server = createServer();
+      servers.push(server);
+      await new Promise((ready, fail) => server.once('error', fail).listen(0, '127.0.0.1', ready));
+    }
+    return servers.map((server) => server.address().port);
+  } finally {
+    await Promise.all(servers.map((server) => new Promise((done) => (server.listening ? server.close(() => done()) : done()))));
+  }
 }
 
 async function answers(url, init) {
@@ -63,7 +79,23 @@ async function answers(url, init) {
  * endpoint all answer.
  * @param {{ ports?: 'free' | 'default', overlays?: string[], spanMetricsFlush?: string, quiet?: boolean }} [options]
  */
-export async function startJaeger({ ports = 'default', overlays = [], spanMetricsFlush, quiet = true } = {}) {
+export async function startJaeger(options = {}) {
+  // Free ports are picked here and bound by Jaeger a moment later; in between another process (a test
+  // running beside this one) can be handed one of them, and Jaeger then exits with "address already in
+  // use". No other failure is retried, and only with new free ports, at most three times.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startJaegerOnce(options);
+    } catch (err) {
+      if (options.ports !== 'free' || attempt === 3 || !(err instanceof PortTakenError)) throw err;
+    }
+  }
+}
+
+/** Jaeger could not bind a port picked as free: someone else took it in between. */
+class PortTakenError extends Error {}
+
+async function startJaegerOnce({ ports = 'default', overlays = [], spanMetricsFlush, quiet = true } = {}) {
   const binary = jaegerBinary();
   if (!existsSync(binary)) {
     throw new Error(
@@ -72,8 +104,9 @@ export async function startJaeger({ ports = 'default', overlays = [], spanMetric
     );
   }
   const chosen = {};
+  const free = ports === 'free' ? await freePorts(Object.keys(PORT_ENV).length) : [];
   for (const [name, variable] of Object.entries(PORT_ENV)) {
-    chosen[name] = ports === 'free' ? await freePort() : Number(process.env[variable] ?? DEFAULT_PORTS[name]);
+    chosen[name] = ports === 'free' ? free.shift() : Number(process.env[variable] ?? DEFAULT_PORTS[name]);
   }
   const env = { ...process.env, JAEGER_LISTEN_HOST: '127.0.0.1' };
   for (const [name, variable] of Object.entries(PORT_ENV)) env[variable] = String(chosen[name]);
@@ -110,7 +143,8 @@ export async function startJaeger({ ports = 'default', overlays = [], spanMetric
   const started = Date.now();
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`jaeger exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${log}`);
+      const ErrorType = /bind: address already in use/.test(log) ? PortTakenError : Error;
+      throw new ErrorType(`jaeger exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${log}`);
     }
     const ready = await Promise.all([
       answers(`${urls.query}/api/services`),

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, jaegerBinary, jaegerVersion } from '../../scripts/jaeger.mjs';
+import { freePorts, jaegerBinary, jaegerVersion } from '../../scripts/jaeger.mjs';
 import { SKIP_JAEGER } from './helpers/jaeger';
 import { waitFor } from './helpers/prometheus';
 
@@ -68,7 +68,9 @@ describe.skipIf(SKIP_JAEGER)('npm run jaeger, then the demo exporting there', ()
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'npm-run-jaeger-'));
-    for (const name of ['OTLP_GRPC', 'OTLP_HTTP', 'QUERY_HTTP', 'QUERY_GRPC', 'SPANMETRICS']) ports[name] = await freePort();
+    const names = ['OTLP_GRPC', 'OTLP_HTTP', 'QUERY_HTTP', 'QUERY_GRPC', 'SPANMETRICS'];
+    const free = await freePorts(names.length);
+    names.forEach((name, i) => (ports[name] = free[i]));
     const env = { ...process.env };
     for (const [name, port] of Object.entries(ports)) env[`JAEGER_${name}_PORT`] = String(port);
     jaeger = spawn(process.execPath, ['scripts/jaeger.mjs'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
