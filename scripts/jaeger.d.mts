@@ -17,6 +17,7 @@ export interface RunningJaeger {
 export declare function jaegerVersion(): string;
 export declare function jaegerBinary(): string;
 export declare function freePort(): Promise<number>;
+export declare function freePorts(count: number): Promise<number[]>;
 export declare function startJaeger(options?: {
   ports?: 'free' | 'default';
   overlays?: string[];
