@@ -180,16 +180,18 @@ describe('A → B (fetch) → C (undici) → D (http.request)', () => {
   });
 
   it('never lets a request reach D after its cutoff', async () => {
-    const error = await withDeadline({ operation: 'edge', timeoutMs: 300, parent: null }, async () =>
-      (await fetch(`${url.A}/late`)).text(),
-    ).then(
-      (text) => `resolved with ${text}`,
+    const error = await withDeadline({ operation: 'edge', timeoutMs: 300, parent: null }, async () => {
+      const res = await fetch(`${url.A}/late`);
+      return `${res.status} ${await res.text()}`;
+    }).then(
+      (reply) => `resolved with ${reply}`,
       (err: unknown) => err,
     );
-    // The edge's own call is cut at the cutoff: C only wakes 30 ms after it,
-    // so no reply of the chain (not even a 502 carrying an error's name) can
-    // reach the edge first.
-    expect(error).toBeInstanceOf(DeadlineExceededError);
+    // The request is cut at the cutoff: C only wakes 30 ms after it, so no hop's work can answer.
+    // Either the edge's own call is cut, or A's reply comes first: A's cutoff arrives in whole
+    // milliseconds and can be up to one earlier than the edge's, so A may cut its call to B and
+    // answer 502 with the error's name a moment before the edge's own timer runs (seen in CI).
+    if (!(error instanceof DeadlineExceededError)) expect(error).toBe('resolved with 502 DeadlineExceededError');
     // C woke up past the cutoff and was refused its call to D: wait for that
     // refusal (its not_started client span) rather than for a fixed time.
     const refused = () => otel.spans().filter((s) => s.attributes['deadline.outcome'] === 'not_started' && s.kind === SpanKind.CLIENT);
