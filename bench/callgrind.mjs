@@ -56,24 +56,32 @@ async function measure(parts, segments) {
 }
 
 /**
- * Runs one configuration under callgrind and resolves with the instructions
- * per request of each of its segments (one segment unless `segments` says more).
+ * Runs one configuration under callgrind and resolves with, for each of its
+ * segments (one segment unless `segments` says more), the instructions per
+ * request (`total`) and how many of them V8 spent compiling optimized code
+ * (`compile`, from Runtime_CompileOptimized: see compileInstructions).
  */
-export async function countInstructions(parts, segments = [[]]) {
+export async function countWindows(parts, segments = [[]]) {
   // Batches leave when full, every 512 spans (the SDK's default batch size):
   // the heap then holds a bounded number of ended spans and each request
   // costs the same, where 4,096-span batches made garbage collection a
   // step function of the request count.
   const env = { ...process.env, BENCH_CHAIN_EXPORT_DELAY_MS: String(2 ** 31 - 1), BENCH_CHAIN_EXPORT_BATCH: '512' };
   const args = ['--measure', parts.join(','), segments.map((omit) => omit.join(',')).join(';')];
-  const totals = await callgrindDumps(fileURLToPath(import.meta.url), args, { env, timeoutMs: RUN_TIMEOUT_MS, label: `[${parts}]` });
   // out.1: start-up to the first mark; then, per segment, the measured
   // requests (out.2, out.4, ...) and what lies before the next segment's
   // first mark (out.3, ...).
-  return segments.map((_, k) => {
-    if (totals[2 * k + 1] === undefined) throw new Error(`callgrind run [${parts}]: no dump out.${2 * k + 2}`);
-    return totals[2 * k + 1].total / (LONG - SHORT);
+  const measured = segments.map((_, k) => 2 * k + 1);
+  const dumps = await callgrindDumps(fileURLToPath(import.meta.url), args, { env, timeoutMs: RUN_TIMEOUT_MS, label: `[${parts}]`, compileOf: measured });
+  return measured.map((index) => {
+    if (dumps[index] === undefined) throw new Error(`callgrind run [${parts}]: no dump out.${index + 1}`);
+    return { total: dumps[index].total / (LONG - SHORT), compile: dumps[index].compile / (LONG - SHORT) };
   });
+}
+
+/** The instructions per request of each segment (countWindows' totals). */
+export async function countInstructions(parts, segments = [[]]) {
+  return (await countWindows(parts, segments)).map((w) => w.total);
 }
 
 /** Runs `jobs` (functions returning promises) with at most `limit` at a time, in order. */
@@ -91,15 +99,15 @@ async function runLimited(jobs, limit) {
 }
 
 /**
- * Instructions per request of each configuration (`{ parts, segments? }`), in
- * order, one run per core (BENCH_INSTR_JOBS to change that): an array of one
- * figure per segment for each.
+ * The windows of each configuration (`{ parts, segments? }`), in order, one
+ * run per core (BENCH_INSTR_JOBS to change that): for each, an array of
+ * countWindows' `{ total, compile }` per segment.
  */
 export async function instructionsPerRequest(configurations) {
   // The longest run (most segments) starts first, so that it does not run alone at the end.
   const order = configurations.map((_, i) => i).sort((a, b) => (configurations[b].segments?.length ?? 1) - (configurations[a].segments?.length ?? 1));
   const results = await runLimited(
-    order.map((i) => () => countInstructions(configurations[i].parts, configurations[i].segments)),
+    order.map((i) => () => countWindows(configurations[i].parts, configurations[i].segments)),
     Number(process.env.BENCH_INSTR_JOBS ?? Math.max(1, cpus().length)),
   );
   const inOrder = new Array(configurations.length);

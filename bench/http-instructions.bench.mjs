@@ -12,20 +12,22 @@
 // (bench/contract-floor.mjs). OTel's own added cost is plain minus bare; every
 // other configuration's added cost is given as a share of it.
 //
-// Each configuration is counted in two windows of one process: early (issue
-// 16's method) and steady (see below). The floor's run then prices each of its
-// pieces: in later windows of the same process, one piece at a time is left
-// out, and the piece costs what the floor saves without it. A last window
-// repeats the whole floor, to show how far the process drifted.
+// Each configuration is counted in six windows of 1,000 requests in one
+// process. The first is issue 16's method (the difference between 500 and
+// 1,500 requests after 300 warm-up requests); it is mostly V8 compiling the
+// code it has just found hot, a cost paid once per process that grows with the
+// amount of hot code. The windows go on until that has settled: callgrind
+// counts the compilation in each window too (Runtime_CompileOptimized), and
+// the "settled" figure is the mean of the last three windows without it, what
+// every further request costs. Garbage collection stays in every figure. With
+// BENCH_INSTR_FLOOR=1 the floor's run then prices each of its pieces: in
+// later windows of the same process, one piece at a time is left out, and the
+// piece costs what the floor saves without it, both without compilation. A
+// last window repeats the whole floor, to show how far the process drifted.
 //
 // Needs valgrind (Debian package `valgrind`). Prints a Markdown section between
 // <!-- bench:http:instructions --> markers, and with BENCH_INSTR_FLOOR=1 a
-// second one between <!-- bench:http:floor --> markers. The piece-by-piece
-// windows are off by default: in the two runs made so far the floor's own
-// level drifted along its process (995,096 instructions per request in its
-// steady window, 676,802 in the same configuration 13,000 requests later),
-// far more than any piece costs, so their differences do not price anything
-// yet.
+// second one between <!-- bench:http:floor --> markers.
 import { ALL_PARTS } from './http-chain.mjs';
 import { instructionsPerRequest, LONG, SHORT, WARMUP_REQUESTS } from './callgrind.mjs';
 import { fmt } from './stats.mjs';
@@ -45,65 +47,79 @@ const PIECES = [
 ];
 const BAGGAGE = { piece: 'baggage', name: '… of which the baggage copy (`baggage: deadline.at_ms=…`: the header, and its parse by the W3C baggage propagator)' };
 
-// Every configuration runs two windows of 1,000 requests: the first after
-// 300 warm-up requests (issue 16's method: the difference between 500 and
-// 1,500 requests), the second 2,300 requests in, when V8 has compiled what it
-// will compile. The floor's run goes on with its pieces: the contract before
-// issue 16 (the histogram on every span), each piece left out in turn, and the
-// floor again.
+// Six windows per configuration; the settled figure is the mean of the last
+// three. The floor's run goes on with its pieces: the contract before issue 16
+// (the histogram on every span), each piece left out in turn, and the floor again.
 const FLOOR = ['client-histogram'];
-const TWO_WINDOWS = [[], []];
-const FLOOR_SEGMENTS = [FLOOR, FLOOR, ...(PIECE_BY_PIECE ? [[], ...[...PIECES, BAGGAGE].map(({ piece }) => [...FLOOR, piece]), FLOOR] : [])];
+const WINDOWS = 6;
+const SETTLED_FROM = 3;
+const SIX_WINDOWS = Array.from({ length: WINDOWS }, () => []);
+const FLOOR_SEGMENTS = [
+  ...Array.from({ length: WINDOWS }, () => FLOOR),
+  ...(PIECE_BY_PIECE ? [[], ...[...PIECES, BAGGAGE].map(({ piece }) => [...FLOOR, piece]), FLOOR] : []),
+];
 
 const CONFIGURATIONS = [
-  { name: 'bare Node (two servers + undici.request, no OTel)', parts: ['bare'], segments: TWO_WINDOWS },
-  { name: 'plain chain (OTel SDK + http + undici instrumentations)', parts: [], segments: TWO_WINDOWS },
-  { name: 'whole plugin', parts: ALL_PARTS, segments: TWO_WINDOWS },
+  { name: 'bare Node (two servers + undici.request, no OTel)', parts: ['bare'], segments: SIX_WINDOWS },
+  { name: 'plain chain (OTel SDK + http + undici instrumentations)', parts: [], segments: SIX_WINDOWS },
+  { name: 'whole plugin', parts: ALL_PARTS, segments: SIX_WINDOWS },
   { name: 'contract floor (stand-ins, not the package)', parts: ['floor'], segments: FLOOR_SEGMENTS },
 ];
+
+/** Instructions per request without V8's optimizing compiler. */
+const executed = (w) => w.total - w.compile;
+const mean = (values) => values.reduce((a, b) => a + b, 0) / values.length;
 
 const pct = (x) => `${fmt(100 * x, 1)}%`;
 
 async function main() {
   const runs = await instructionsPerRequest(CONFIGURATIONS);
-  const window = (w) => runs.map((segments) => segments[w]);
-  const [early, steady] = [window(0), window(1)];
+  const early = runs.map((windows) => windows[0].total);
+  const earlyCompile = runs.map((windows) => windows[0].compile);
+  const steady = runs.map((windows) => windows[1].total);
+  const settled = runs.map((windows) => mean(windows.slice(SETTLED_FROM, WINDOWS).map(executed)));
+  const settledCompile = runs.map((windows) => mean(windows.slice(SETTLED_FROM, WINDOWS).map((w) => w.compile)));
   const otel = (v) => v[1] - v[0];
   const share = (v, i) => (v[i] - v[1]) / otel(v);
+  const verdict = (v) => (share(v, 2) <= GOAL_SHARE ? 'met' : 'NOT met');
+  const lastWindow = WARMUP_REQUESTS + (WINDOWS - 1) * LONG;
   const lines = [
     '<!-- bench:http:instructions -->',
     '### HTTP chain in instructions (`npm run bench:http:instructions`)',
     '',
     `The bench:http chain in one process per configuration, driven over 16 keep-alive sockets, under valgrind's callgrind`,
-    `with V8's --predictable. After ${WARMUP_REQUESTS} warm-up requests each process runs two windows of ${fmt(LONG)} requests and counts the`,
+    `with V8's --predictable. After ${WARMUP_REQUESTS} warm-up requests each process runs ${WINDOWS} windows of ${fmt(LONG)} requests and counts the`,
     `instructions between the ${fmt(SHORT)}th and the ${fmt(LONG)}th reply of each: ${fmt(LONG - SHORT)} requests, driver included.`,
     `"Early" is the first window (requests ${fmt(WARMUP_REQUESTS + SHORT)} to ${fmt(WARMUP_REQUESTS + LONG)}: issue 16's "difference between 500 and 1,500`,
-    `requests"), which still pays for V8 compiling the code it has just found hot; "steady" is the second (requests`,
-    `${fmt(WARMUP_REQUESTS + LONG + SHORT)} to ${fmt(WARMUP_REQUESTS + 2 * LONG)}). Batches of 512 spans are exported when full (no export timer). Instructions do not`,
+    `requests"), "steady" the second (requests ${fmt(WARMUP_REQUESTS + LONG + SHORT)} to ${fmt(WARMUP_REQUESTS + 2 * LONG)}). Both still pay for V8 compiling the code it has`,
+    `just found hot (the "JIT" column: Runtime_CompileOptimized), once per process. "Settled" is what each further request`,
+    `costs: the mean of windows ${SETTLED_FROM + 1} to ${WINDOWS} (requests ${fmt(WARMUP_REQUESTS + SETTLED_FROM * LONG + SHORT)} to ${fmt(lastWindow + LONG)}) without that compilation`,
+    `(${fmt(settledCompile[2])} instructions per request left in the plugin's, ${fmt(settledCompile[1])} in the plain chain's). Garbage collection is in`,
+    'every figure. Batches of 512 spans are exported when full and metrics never (no export timer). Instructions do not',
     `depend on what else the machine runs; they leave out cache misses, waits and the work of GC helper threads. Node ${process.version}.`,
     '',
-    "| configuration | early: instructions / request | over plain | share of OTel's own added cost | steady: instructions / request | over plain | share of OTel's own added cost |",
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+    "| configuration | early | of which JIT | share of OTel's own added cost | steady | share | settled | over plain | share of OTel's own added cost |",
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ...CONFIGURATIONS.map((c, i) => {
-      const cells = (v) => [fmt(v[i]), i < 2 ? '' : `+${fmt(v[i] - v[1])}`, i < 2 ? '' : pct(share(v, i))];
-      return `| ${c.name} | ${[...cells(early), ...cells(steady)].join(' | ')} |`;
+      const cost = (v) => (i < 2 ? '' : pct(share(v, i)));
+      return `| ${c.name} | ${fmt(early[i])} | ${fmt(earlyCompile[i])} | ${cost(early)} | ${fmt(steady[i])} | ${cost(steady)} | ${fmt(settled[i])} | ${i < 2 ? '' : `+${fmt(settled[i] - settled[1])}`} | ${cost(settled)} |`;
     }),
     '',
-    `OpenTelemetry's own added cost (plain minus bare): **${fmt(otel(early))}** instructions per request early, **${fmt(otel(steady))}** steady.`,
-    `The whole plugin adds **${pct(share(early, 2))}** of it early and **${pct(share(steady, 2))}** steady (goal ≤ ${fmt(100 * GOAL_SHARE)}%:`,
-    `${share(early, 2) <= GOAL_SHARE ? 'met' : 'NOT met'} early, ${share(steady, 2) <= GOAL_SHARE ? 'met' : 'NOT met'} steady); the contract floor ${pct(share(early, 3))} and ${pct(share(steady, 3))}.`,
-    `As CPU-bound throughput ratios (plain / configuration), the whole plugin ${fmt(early[1] / early[2], 3)} early and ${fmt(steady[1] / steady[2], 3)} steady.`,
+    `OpenTelemetry's own added cost (plain minus bare): **${fmt(otel(early))}** instructions per request early, **${fmt(otel(steady))}** steady,`,
+    `**${fmt(otel(settled))}** settled. The whole plugin adds **${pct(share(early, 2))}** of it early, **${pct(share(steady, 2))}** steady and **${pct(share(settled, 2))}** settled`,
+    `(goal ≤ ${fmt(100 * GOAL_SHARE)}%: ${verdict(early)} early, ${verdict(steady)} steady, ${verdict(settled)} settled); the contract floor ${pct(share(early, 3))}, ${pct(share(steady, 3))} and ${pct(share(settled, 3))}.`,
+    `As CPU-bound throughput ratios (plain / configuration), the whole plugin ${fmt(early[1] / early[2], 3)} early, ${fmt(steady[1] / steady[2], 3)} steady and ${fmt(settled[1] / settled[2], 3)} settled.`,
     'The contract floor (bench/contract-floor.mjs) is not the package: bare stand-ins for the least work the deadline',
     `contract adds, with no validation and no abort handling${PIECE_BY_PIECE ? '; the next section prices it piece by piece' : ''}.`,
     '<!-- /bench:http:instructions -->',
   ];
-  if (PIECE_BY_PIECE) lines.push('', ...floorSection(runs[3].slice(1), steady[1], otel(steady)));
+  if (PIECE_BY_PIECE) lines.push('', ...floorSection(runs[3].slice(WINDOWS).map(executed), settled[3], settled[1], otel(settled)));
   console.log(lines.join('\n'));
 }
 
-/** The floor piece by piece, from the segments of its run. */
-function floorSection(segments, plain, otel) {
-  const [floor, before, ...rest] = segments;
+/** The floor piece by piece, from the windows after its settled ones (instructions without compilation). */
+function floorSection(segments, floor, plain, otel) {
+  const [before, ...rest] = segments;
   const without = rest.slice(0, PIECES.length + 1);
   const again = rest[PIECES.length + 1];
   const added = floor - plain;
@@ -114,10 +130,11 @@ function floorSection(segments, plain, otel) {
     '<!-- bench:http:floor -->',
     '### The contract floor, piece by piece (`npm run bench:http:instructions`)',
     '',
-    'The contract floor\'s run of the section above (bench/contract-floor.mjs: the histogram on hop-entry spans only)',
-    `continues after its steady window in more windows of ${fmt(LONG)} requests, counted the same way: in each, one piece of the floor`,
-    'is left out, and the piece costs what the floor saves without it, against the steady plain chain. The process ends with',
-    `the whole floor again, which shows how far its figures drifted over the windows: ${fmt(floor)} in the steady window, ${fmt(again)} at the end.`,
+    "The contract floor's run of the section above (bench/contract-floor.mjs: the histogram on hop-entry spans only)",
+    `continues after its settled windows in more windows of ${fmt(LONG)} requests, counted the same way (without compilation): in`,
+    'each, one piece of the floor is left out, and the piece costs what the floor saves without it, against the settled plain',
+    'chain. The process ends with the whole floor again, which shows how far its figures drifted over the windows:',
+    `${fmt(floor)} settled, ${fmt(again)} at the end.`,
     `The floor adds ${fmt(added)} instructions per request to the plain chain, ${fmt((100 * added) / otel, 1)}% of what OpenTelemetry itself adds;`,
     `with the histogram on every span, as before issue 16, ${fmt(before - plain)} (${fmt((100 * (before - plain)) / otel, 1)}%).`,
     '',
