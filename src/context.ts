@@ -71,6 +71,21 @@ export function withDeadlineOffWire(ctx: Context): Context {
   return withoutBaggageEntry(ctx.setValue(OFF_WIRE_KEY, true));
 }
 
+/**
+ * @internal `ctx` undoing withDeadlineOffWire: without its mark, and with the
+ * baggage entry back. The mark is meant for the propagators inside the
+ * transport of the call that set it, but it stays in every context made from
+ * that one, such as the one node:http runs a response callback in. A call
+ * made from there decides for itself whether its host gets the deadline
+ * (`propagateTo`), and runs under this when it does.
+ */
+export function withDeadlineOnWire(ctx: Context): Context {
+  if (!isDeadlineOffWire(ctx)) return ctx;
+  const cleared = ctx.deleteValue(OFF_WIRE_KEY);
+  const deadline = getDeadline(cleared);
+  return deadline === undefined ? cleared : setDeadline(cleared, deadline);
+}
+
 /** @internal True for a context made by withDeadlineOffWire. */
 export function isDeadlineOffWire(ctx: Context): boolean {
   return ctx.getValue(OFF_WIRE_KEY) === true;

@@ -1,7 +1,7 @@
 import { propagation, SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
-import { DELETE_BAGGAGE, getDeadline, setValueAndBaggage, withDeadlineOffWire, withoutDeadline } from '../../src/context';
+import { DELETE_BAGGAGE, getDeadline, setValueAndBaggage, withDeadlineOffWire, withDeadlineOnWire, withoutDeadline } from '../../src/context';
 import { DeadlineOnlyBaggage } from '../../src/deadline-baggage';
 import { DeadlineNode, type Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineExceededError, errorForAbort, InsufficientBudgetError } from '../../src/errors';
@@ -102,8 +102,10 @@ export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: C
 function transportContext(ctx: Context, call: OutgoingCall, propagate: boolean): Context {
   // Not for this host: the guard still holds, but no propagator in the transport writes the deadline.
   if (!propagate) return withDeadlineOffWire(ctx.setValue(CALL_KEY, call));
-  const bag = propagation.getBaggage(ctx);
-  return bag instanceof DeadlineOnlyBaggage ? setValueAndBaggage(ctx, CALL_KEY, call, DELETE_BAGGAGE) : ctx.setValue(CALL_KEY, call);
+  // Made where an earlier call to an unlisted host left its mark (a node:http response callback): this host is listed.
+  const onWire = withDeadlineOnWire(ctx);
+  const bag = propagation.getBaggage(onWire);
+  return bag instanceof DeadlineOnlyBaggage ? setValueAndBaggage(onWire, CALL_KEY, call, DELETE_BAGGAGE) : onWire.setValue(CALL_KEY, call);
 }
 
 /** The client span already covering this call, if the caller is inside one (an outer http instrumentation's). */

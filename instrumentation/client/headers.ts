@@ -1,4 +1,5 @@
 import { defaultTextMapSetter, type Context } from '@opentelemetry/api';
+import { withDeadlineOnWire } from '../../src/context';
 import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
 import { BAGGAGE_DEADLINE_KEY, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
 
@@ -25,9 +26,10 @@ interface DeadlineHeaderValues {
   baggage: string;
 }
 
+/** The header values for a call this package guards and has decided to send the deadline with (propagateTo). */
 function valuesFor(ctx: Context): DeadlineHeaderValues | undefined {
   const out: Record<string, string> = {};
-  propagator.inject(ctx, out, defaultTextMapSetter);
+  propagator.inject(withDeadlineOnWire(ctx), out, defaultTextMapSetter);
   const remaining = out[HEADER_REMAINING_MS];
   const atMs = out[HEADER_AT_MS];
   if (remaining === undefined || atMs === undefined) return undefined;

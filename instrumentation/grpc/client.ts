@@ -1,7 +1,7 @@
 import { context, propagation, SpanKind, type Context, type Span } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
-import { getDeadline, withDeadlineOffWire, withoutDeadline } from '../../src/context';
+import { getDeadline, withDeadlineOffWire, withDeadlineOnWire, withoutDeadline } from '../../src/context';
 import type { Deadline } from '../../src/deadline';
 import { abortCodeOf } from '../../src/errors';
 import { endRefusedSpan } from '../../src/open';
@@ -138,7 +138,9 @@ class GrpcCallPlan implements ClientGuardInit {
  * own, the global propagator writes trace-context and baggage as
  * instrumentation-grpc would.
  */
-function injectDeadline(metadata: GrpcMetadata, ctx: Context, deadline: Deadline, ownSpan: Span | undefined, ownEpoch: number): void {
+function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadline: Deadline, ownSpan: Span | undefined, ownEpoch: number): void {
+  // The caller may run where an earlier call to an unlisted host left its mark (see withDeadlineOnWire): this target is listed.
+  const ctx = withDeadlineOnWire(callerCtx);
   if (ownSpan !== undefined) propagation.inject(withSpan(ctx, ownSpan), metadata, METADATA_SETTER);
   // instrumentation-grpc has injected through the global propagator from this
   // same context just before: if that holds ours, our headers are there already.

@@ -1,6 +1,7 @@
 import { context, propagation } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
 import { openDeadline, setDeadline } from '../../src';
+import { withDeadlineOffWire } from '../../src/context';
 import { callKind, KINDS, type EchoSuite } from './helpers';
 
 /**
@@ -11,11 +12,13 @@ import { callKind, KINDS, type EchoSuite } from './helpers';
 export function grpcPropagateToSuite(suite: EchoSuite): void {
   const port = () => Number(suite.server.address.split(':').at(-1));
 
-  async function callUnderDeadline(kind: (typeof KINDS)[number]) {
+  /** `offWireBefore`: the call is made where an earlier call to an unlisted host left its mark (a node:http response callback runs there). */
+  async function callUnderDeadline(kind: (typeof KINDS)[number], offWireBefore = false) {
     const deadline = openDeadline({ operation: 'parent', timeoutMs: 5_000, parent: null });
     const bag = propagation.createBaggage({ 'user.tier': { value: 'gold' } });
+    const scoped = setDeadline(propagation.setBaggage(context.active(), bag), deadline);
     try {
-      return { deadline, ...(await context.with(setDeadline(propagation.setBaggage(context.active(), bag), deadline), () => callKind(suite.client, kind, 'echo', { deadline: Date.now() + 60_000 }))) };
+      return { deadline, ...(await context.with(offWireBefore ? withDeadlineOffWire(scoped) : scoped, () => callKind(suite.client, kind, 'echo', { deadline: Date.now() + 60_000 }))) };
     } finally {
       deadline.dispose();
     }
@@ -28,6 +31,15 @@ export function grpcPropagateToSuite(suite: EchoSuite): void {
       expect(error).toBeNull();
       expect(reply!.atMsHeader).toBe(String(Math.floor(deadline.expiresAtMs)));
       expect(reply!.baggageHeader).toContain('deadline.at_ms=');
+    });
+
+    it('sends it to a listed target from where a call to an unlisted host left its mark', async () => {
+      suite.instrumentation.setConfig({ propagateTo: [`127.0.0.1:${port()}`] });
+      const { error, reply, deadline } = await callUnderDeadline(kind, true);
+      expect(error).toBeNull();
+      expect(reply!.atMsHeader).toBe(String(Math.floor(deadline.expiresAtMs)));
+      expect(reply!.baggageHeader).toContain('deadline.at_ms=');
+      expect(reply!.baggageHeader).toContain('user.tier=gold');
     });
 
     it('withholds it from any other, keeping the user baggage and the clamped grpc-timeout', async () => {

@@ -161,6 +161,40 @@ describe.each(calls)('propagateTo with %s', (_name, make) => {
   });
 });
 
+describe('propagateTo and calls made from inside another call', () => {
+  /** http.get of `first`, then, from its response callback (which runs in the context the transport ran it in), of `second`. */
+  const nested = (first: string, second: string) =>
+    new Promise((resolve, reject) => {
+      http
+        .get(first, (res) => {
+          res.resume();
+          res.once('end', () => {
+            http
+              .get(second, (inner) => {
+                inner.resume();
+                inner.once('end', resolve);
+              })
+              .once('error', reject);
+          });
+        })
+        .once('error', reject);
+    });
+
+  it('http: a call to a listed host from the response callback of a call to another host carries the deadline', async () => {
+    onlyInside();
+    await underDeadline(() => nested(`${outside.url}/outer`, `${inside.url}/inner`));
+    expect(outside.arrivals.map(deadlineSeen)).toEqual([WITHHELD]);
+    expect(inside.arrivals.map(deadlineSeen)).toEqual([SENT]);
+  });
+
+  it('http: a call to another host from the response callback of a call to a listed host does not', async () => {
+    onlyInside();
+    await underDeadline(() => nested(`${inside.url}/outer`, `${outside.url}/inner`));
+    expect(inside.arrivals.map(deadlineSeen)).toEqual([SENT]);
+    expect(outside.arrivals.map(deadlineSeen)).toEqual([WITHHELD]);
+  });
+});
+
 describe('propagateTo and redirects', () => {
   it('fetch: a 302 from a listed host to another host does not carry the deadline on', async () => {
     onlyInside();
