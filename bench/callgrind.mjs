@@ -79,11 +79,6 @@ export async function countWindows(parts, segments = [[]]) {
   });
 }
 
-/** The instructions per request of each segment (countWindows' totals). */
-export async function countInstructions(parts, segments = [[]]) {
-  return (await countWindows(parts, segments)).map((w) => w.total);
-}
-
 /** Runs `jobs` (functions returning promises) with at most `limit` at a time, in order. */
 async function runLimited(jobs, limit) {
   const results = new Array(jobs.length);
