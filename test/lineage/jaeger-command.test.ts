@@ -66,22 +66,42 @@ describe.skipIf(SKIP_JAEGER)('npm run jaeger, then the demo exporting there', ()
   let exit: Promise<number | null>;
   const ports: Record<string, number> = {};
 
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'npm-run-jaeger-'));
+  /** Starts `npm run jaeger` on ports picked free; resolves true once it printed its addresses, false if it exited. */
+  async function startOnFreePorts(): Promise<{ ready: boolean; stderr: string }> {
     const names = ['OTLP_GRPC', 'OTLP_HTTP', 'QUERY_HTTP', 'QUERY_GRPC', 'SPANMETRICS'];
     const free = await freePorts(names.length);
     names.forEach((name, i) => (ports[name] = free[i]));
     const env = { ...process.env };
     for (const [name, port] of Object.entries(ports)) env[`JAEGER_${name}_PORT`] = String(port);
-    jaeger = spawn(process.execPath, ['scripts/jaeger.mjs'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    jaeger.stdout!.on('data', (chunk: Buffer) => {
+    stdout = '';
+    let stderr = '';
+    const child = spawn(process.execPath, ['scripts/jaeger.mjs'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    jaeger = child;
+    child.stdout!.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
     });
-    jaeger.stderr!.resume();
-    exit = new Promise((done) => jaeger!.once('exit', (code) => done(code)));
+    child.stderr!.on('data', (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString()).slice(-8_000);
+    });
+    exit = new Promise((done) => child.once('exit', (code) => done(code)));
     // Jaeger's own readiness wait is bounded at 60 s; this one only adds the printing.
-    await waitFor('npm run jaeger to print its addresses', 70_000, async () => (stdout.includes('Ctrl-C stops Jaeger') ? true : undefined));
-  }, 90_000);
+    const ready = await waitFor('npm run jaeger to print its addresses, or to exit', 70_000, async () => {
+      if (stdout.includes('Ctrl-C stops Jaeger')) return true;
+      return child.exitCode !== null || child.signalCode !== null ? false : undefined;
+    });
+    return { ready, stderr };
+  }
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'npm-run-jaeger-'));
+    // The ports are picked free here and bound by Jaeger a moment later; in between a test running beside
+    // this one can be handed one of them. Only that failure is retried, with new ports, at most three times.
+    for (let attempt = 1; ; attempt++) {
+      const { ready, stderr } = await startOnFreePorts();
+      if (ready) return;
+      if (attempt === 3 || !/address already in use/.test(stderr)) throw new Error(`npm run jaeger exited before it was ready:\n${stderr}`);
+    }
+  }, 220_000);
 
   afterAll(async () => {
     if (jaeger?.exitCode === null) jaeger.kill('SIGKILL');

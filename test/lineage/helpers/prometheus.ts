@@ -38,6 +38,21 @@ export async function startPrometheus(options: {
   writeFileSync(configFile, config);
   const data = join(options.dir, 'prometheus-data');
   mkdirSync(data, { recursive: true });
+  // The port is picked free here and bound by Prometheus a moment later; in between a test running
+  // beside this one can be handed it. Only that failure is retried, with a new port, at most three times.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(configFile, data);
+    } catch (err) {
+      if (attempt === 3 || !(err instanceof PortTakenError)) throw err;
+    }
+  }
+}
+
+/** Prometheus could not bind the port picked as free: someone else took it in between. */
+class PortTakenError extends Error {}
+
+async function startOnce(configFile: string, data: string): Promise<TestPrometheus> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child: ChildProcess = spawn(
@@ -61,8 +76,15 @@ export async function startPrometheus(options: {
   // Ready when /-/ready answers 200; give up after 30 s or if the process dies.
   const started = Date.now();
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`prometheus exited with ${child.exitCode}: ${log}`);
-    const ok = await fetch(`${url}/-/ready`).then((r) => r.ok, () => false);
+    if (child.exitCode !== null || child.signalCode !== null) {
+      const ErrorType = /address already in use/.test(log) ? PortTakenError : Error;
+      throw new ErrorType(`prometheus exited with ${child.exitCode ?? child.signalCode}: ${log}`);
+    }
+    // By its text: a server of another test handed the same port could answer 200 too.
+    const ok = await fetch(`${url}/-/ready`).then(
+      async (r) => r.ok && (await r.text()).includes('Prometheus'),
+      () => false,
+    );
     if (ok) break;
     if (Date.now() - started > 30_000) {
       await stop();
