@@ -104,7 +104,9 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       const left = budgetLeft(deadline);
       const minUsefulMs = host.settings.minUsefulMs;
       const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, guard.operation, minUsefulMs);
-      if (outerSpan === undefined && (!driverInstrumented(original, current, owner) || (refusal !== undefined && isOwnWrapper(current, owner)))) {
+      // No other instrumentation wraps sendCommand, below us or on top.
+      const alone = !driverInstrumented(original, current, owner);
+      if (outerSpan === undefined && (alone || (refusal !== undefined && isOwnWrapper(current, owner)))) {
         const options = (this as { options?: { host?: unknown; port?: unknown } }).options ?? {};
         const attributes: Record<string, string | number> = { 'db.system.name': 'redis', 'db.operation.name': name };
         if (typeof options.host === 'string') attributes['server.address'] = options.host;
@@ -123,11 +125,20 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       }
       if (!observe && isBlocking(name)) clampBlockingTimeout(name, command.args, left);
       guard.arm(guard);
+      // ioredis rejects some commands before sendCommand returns (a closed
+      // connection, subscriber mode, no offline queue). Only a wrapper already
+      // in place sees that, or the guard would hold the deadline armed until
+      // its cutoff. With no other instrumentation, the guard's own wrappers go
+      // on now and see everything.
+      if (alone) guard.settleFirst();
+      else guard.settleOnReject();
       const result = slot.dispatch(guard, original, this, args);
-      // A wrapper on top of us (instrumentation-ioredis registered after us) patches
-      // `resolve`/`reject` once we return, and would end its span on a reply before
-      // the guard saw it: ours go on top of its in a microtask, before any reply or
-      // timer can run.
+      if (alone || guard.settled) return result;
+      // instrumentation-ioredis patches `resolve`/`reject` once its own call to
+      // the method below it returns, and would end its span on a reply before
+      // the guard saw it: ours go on top of its. Below us, it has patched by
+      // now; on top of us, it patches once we return: a microtask then, before
+      // any reply or timer can run.
       if (isOwnWrapper(current, owner)) guard.settleFirst();
       else settleFirstSoon(guard);
       return result;
@@ -172,11 +183,18 @@ class RedisCommandGuard extends DbStatement implements CutoffHandler {
    */
   settleFirst(): void {
     const { command } = this;
-    const { resolve, reject } = command;
+    const { resolve } = command;
     command.resolve = (value: unknown) => {
       this.settle();
       resolve.call(command, value);
     };
+    this.settleOnReject();
+  }
+
+  /** The reject half of settleFirst: what a command rejected inside sendCommand goes through. */
+  settleOnReject(): void {
+    const { command } = this;
+    const { reject } = command;
     command.reject = (err: unknown) => {
       this.settle(err);
       reject.call(command, err);

@@ -21,7 +21,7 @@ import { isOwnWrapper } from '../../instrumentation/wrap';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { createMysqlLog, MYSQL_CONFIG, MYSQL_LOG, ranOnMysql, runningOnMysql } from './mysql-fixture';
 import { activeWith, createLogTable, eventually, LOG_TABLE, PG_CONFIG, ranOnServer, tag, under } from './pg-fixture';
-import { BUSY_1S, commandCalls } from './redis-fixture';
+import { BUSY_1S, commandCalls, expectReleasedAfterEnd } from './redis-fixture';
 
 export type RegistrationOrder = 'deadline-first' | 'otel-first';
 
@@ -293,6 +293,10 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
       expect(span.attributes['deadline.db.cancel']).toBe('not_possible');
       expect(span.attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
       expect(await c.ping()).toBe('PONG'); // the late reply was dropped in order
+    });
+
+    it('a command ioredis rejects before it returns (connection closed) releases the deadline at once', async () => {
+      await expectReleasedAfterEnd(client());
     });
 
     it('BLPOP 0 is clamped to the budget on the wire: the server answers at the cutoff', async () => {

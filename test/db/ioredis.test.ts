@@ -11,7 +11,7 @@ import type { DeadlineNode } from '../../src/deadline';
 import { passedDeadline } from '../helpers/clock';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { eventually, under } from './pg-fixture';
-import { BUSY_1S, commandCalls } from './redis-fixture';
+import { BUSY_1S, commandCalls, expectReleasedAfterEnd } from './redis-fixture';
 
 type RedisClass = typeof import('ioredis').default;
 // Registered before the drivers load, as an application does (at collection time: describe.each needs the classes).
@@ -68,6 +68,11 @@ describe.each(lines)('%s', (_label, Redis) => {
     deadline.dispose();
     expect(deadline.isArmed).toBe(false);
     expect(otel.spans().map((s) => `${s.name} ${s.attributes['deadline.outcome']}`)).toEqual(['set completed', 'get completed', 'del completed']);
+  });
+
+  it('a command ioredis rejects before it returns (connection closed) releases the deadline at once', async () => {
+    await expectReleasedAfterEnd(client());
+    expect(otel.spans().map((s) => `${s.name} ${s.status.code}`)).toEqual(['get 2']);
   });
 
   it('refuses a command under an expired deadline: nothing reaches the server', async () => {
