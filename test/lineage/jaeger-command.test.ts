@@ -84,11 +84,14 @@ describe.skipIf(SKIP_JAEGER)('npm run jaeger, then the demo exporting there', ()
       stderr = (stderr + chunk.toString()).slice(-8_000);
     });
     exit = new Promise((done) => child.once('exit', (code) => done(code)));
+    const closed = new Promise((done) => child.once('close', done));
     // Jaeger's own readiness wait is bounded at 60 s; this one only adds the printing.
     const ready = await waitFor('npm run jaeger to print its addresses, or to exit', 70_000, async () => {
       if (stdout.includes('Ctrl-C stops Jaeger')) return true;
       return child.exitCode !== null || child.signalCode !== null ? false : undefined;
     });
+    // Its stderr may still be on its way after the exit: all of it is in once the pipes close.
+    if (!ready) await closed;
     return { ready, stderr };
   }
 
