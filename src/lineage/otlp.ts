@@ -81,14 +81,26 @@ export function attributesOf(list: OtlpKeyValue[] | undefined): Record<string, T
   return out;
 }
 
-/** Nanoseconds (string or number) to microseconds, exactly for strings. */
-function micros(nanos: string | number | undefined): number {
-  if (typeof nanos === 'string' && /^\d+$/.test(nanos)) {
-    const big = BigInt(nanos);
-    return Number(big / 1000n) + Number(big % 1000n) / 1000;
-  }
-  const n = Number(nanos);
-  return Number.isFinite(n) ? n / 1000 : 0;
+/** Nanoseconds since the epoch, exactly for strings (OTLP/JSON's usual form); undefined if not a count. */
+function nanosOf(value: string | number | undefined): bigint | undefined {
+  if (typeof value === 'string' && /^\d+$/.test(value)) return BigInt(value);
+  if (typeof value === 'number' && Number.isFinite(value) && value >= 0) return BigInt(Math.trunc(value));
+  return undefined;
+}
+
+/**
+ * A span's start and end in whole microseconds, by Jaeger's rule: the start
+ * truncated to the microsecond, the end the start plus the duration truncated.
+ * The same trace then reads the same from an OTLP file and from Jaeger. Kept
+ * in fractions, the file's times once made a duration of 409.4998 ms come out
+ * as 410 ms (a double's step at today's epoch in microseconds is 0.25 µs)
+ * where Jaeger's whole microseconds said 409 ms.
+ */
+function spanTimesUs(startNanos: string | number | undefined, endNanos: string | number | undefined): { startUs: number; endUs: number } {
+  const start = nanosOf(startNanos) ?? 0n;
+  const end = nanosOf(endNanos) ?? start;
+  const startUs = Number(start / 1000n);
+  return { startUs, endUs: startUs + (end > start ? Number((end - start) / 1000n) : 0) };
 }
 
 /** Ids are hex in OTLP/JSON; an empty or all-zero parent id means "no parent". */
@@ -111,7 +123,7 @@ export function spansFromOtlp(request: OtlpRequest): LineageSpan[] {
         const traceId = idOf(span?.traceId);
         const spanId = idOf(span?.spanId);
         if (traceId === undefined || spanId === undefined) continue;
-        const startUs = micros(span.startTimeUnixNano);
+        const { startUs, endUs } = spanTimesUs(span.startTimeUnixNano, span.endTimeUnixNano);
         spans.push({
           traceId,
           spanId,
@@ -120,7 +132,7 @@ export function spansFromOtlp(request: OtlpRequest): LineageSpan[] {
           name: typeof span.name === 'string' ? span.name : '',
           kind: kindOf(span.kind),
           startUs,
-          endUs: Math.max(startUs, micros(span.endTimeUnixNano)),
+          endUs,
           attributes: attributesOf(span.attributes),
         });
       }

@@ -101,3 +101,35 @@ describe('our spans as Jaeger stores them', () => {
     expect(renderText(treeJaeger)).toMatch(/late-child .*✗ LATE later_than_parent/);
   });
 });
+
+describe('span times, from an OTLP file and from Jaeger', () => {
+  // A span of 409,499,880 ns: 409.49988 ms. Jaeger stores its start and its duration truncated to the
+  // microsecond (409,499 µs). Kept in fractions of a microsecond, the file's times came out 410 ms apart:
+  // a double's step at this epoch, in microseconds, is 0.25 µs.
+  const START_NS = '1764650000123456000';
+  const END_NS = '1764650000532955880';
+  const otlp: OtlpRequest = {
+    resourceSpans: [
+      {
+        resource: { attributes: [{ key: 'service.name', value: { stringValue: 'svc' } }] },
+        scopeSpans: [{ spans: [{ traceId: 'ab'.repeat(16), spanId: 'cd'.repeat(8), name: 'op', kind: 2, startTimeUnixNano: START_NS, endTimeUnixNano: END_NS }] }],
+      },
+    ],
+  };
+  const jaeger = otlpToJaeger([otlp as OtlpJson]);
+
+  it('are whole microseconds by Jaeger\'s rule: the start truncated, the duration truncated', () => {
+    const [fromFile] = parseTraceText(JSON.stringify(otlp), 'otlp');
+    const [fromJaeger] = parseTraceText(JSON.stringify(jaeger), 'jaeger');
+    expect(fromFile.startUs).toBe(1_764_650_000_123_456);
+    expect(fromFile.endUs - fromFile.startUs).toBe(409_499);
+    expect([fromJaeger.startUs, fromJaeger.endUs]).toEqual([fromFile.startUs, fromFile.endUs]);
+  });
+
+  it('print the same duration from both', () => {
+    const render = (text: string, format: 'otlp' | 'jaeger') => renderText(buildTree(groupTraces(parseTraceText(text, format))[0]));
+    const fromFile = render(JSON.stringify(otlp), 'otlp');
+    expect(fromFile).toMatch(/ 409 ms/);
+    expect(render(JSON.stringify(jaeger), 'jaeger')).toBe(fromFile);
+  });
+});

@@ -78,6 +78,11 @@ function micros(nanos: string | number): number {
   return Number(BigInt(nanos) / 1000n);
 }
 
+/** Jaeger's duration: the span's own, in nanoseconds, truncated to the microsecond (not the end truncated minus the start truncated). */
+function durationMicros(startNanos: string | number, endNanos: string | number): number {
+  return Number((BigInt(endNanos) - BigInt(startNanos)) / 1000n);
+}
+
 export function otlpToJaeger(requests: OtlpJson[]) {
   const traces = new Map<
     string,
@@ -130,7 +135,7 @@ export function otlpToJaeger(requests: OtlpJson[]) {
             operationName: span.name,
             references,
             startTime: start,
-            duration: micros(span.endTimeUnixNano) - start,
+            duration: durationMicros(span.startTimeUnixNano, span.endTimeUnixNano),
             tags,
             logs: (span.events ?? []).map((event) => ({
               timestamp: micros(event.timeUnixNano),
