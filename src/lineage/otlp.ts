@@ -81,9 +81,14 @@ export function attributesOf(list: OtlpKeyValue[] | undefined): Record<string, T
   return out;
 }
 
-/** Nanoseconds since the epoch, exactly for strings (OTLP/JSON's usual form); undefined if not a count. */
+/**
+ * Nanoseconds since the epoch, exactly for strings (OTLP/JSON's usual form);
+ * undefined if not a count. A fixed64 has at most 20 digits: a longer string
+ * is not a time, and is not parsed (a megabyte of digits takes BigInt about
+ * 0.2 s per field, and comes out Infinity).
+ */
 function nanosOf(value: string | number | undefined): bigint | undefined {
-  if (typeof value === 'string' && /^\d+$/.test(value)) return BigInt(value);
+  if (typeof value === 'string' && /^\d{1,20}$/.test(value)) return BigInt(value);
   if (typeof value === 'number' && Number.isFinite(value) && value >= 0) return BigInt(Math.trunc(value));
   return undefined;
 }

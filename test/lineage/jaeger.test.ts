@@ -132,4 +132,12 @@ describe('span times, from an OTLP file and from Jaeger', () => {
     expect(fromFile).toMatch(/ 409 ms/);
     expect(render(JSON.stringify(jaeger), 'jaeger')).toBe(fromFile);
   });
+
+  it('leave a timestamp longer than a fixed64 (20 digits) unread: the span starts at 0', () => {
+    const huge = structuredClone(otlp);
+    huge.resourceSpans![0].scopeSpans![0].spans![0].startTimeUnixNano = '9'.repeat(200_000);
+    const [span] = parseTraceText(JSON.stringify(huge), 'otlp');
+    expect(span.startUs).toBe(0);
+    expect(span.endUs).toBe(Number(BigInt(END_NS) / 1000n));
+  });
 });
