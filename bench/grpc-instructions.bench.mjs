@@ -10,11 +10,24 @@
 // timer, whose firing would fall differently from run to run), and calls
 // carry a budget valgrind's slowdown cannot use up, so none is cut.
 //
-// Needs valgrind. Prints a Markdown section between <!-- bench:grpc:instructions --> markers.
+// The 'floor' mode is not the package: bare stand-ins for the least work the
+// deadline contract needs (bench/grpc-contract-floor.mjs). With
+// BENCH_GRPC_FLOOR_PIECES=1 (or a comma list of pieces) each piece of the floor
+// is priced in a process of its own, the floor with that piece left out,
+// counted in the same window as the modes: the piece costs what the floor
+// saves without it, without compilation. Not in later windows of the floor's
+// own process, as bench:http:instructions does: tried, the whole floor's
+// windows there went from 1,588,165 to 1,134,319 per call and alternated with
+// the pieces' (V8 still optimizing, and probably deoptimizing at each change of
+// omissions), so the pieces came out at several times the floor's whole cost.
+//
+// Needs valgrind. Prints a Markdown section between <!-- bench:grpc:instructions --> markers,
+// and with BENCH_GRPC_FLOOR_PIECES a second one between <!-- bench:grpc:floor --> markers.
 import { cpus, getPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { callgrindDumps } from './callgrind-run.mjs';
-import { CONCURRENCY, MODES, startGrpc } from './grpc-workload.mjs';
+import { GRPC_FLOOR_PIECES } from './grpc-contract-floor.mjs';
+import { CONCURRENCY, floorOmissions, MODES, startGrpc } from './grpc-workload.mjs';
 import { fmt } from './stats.mjs';
 
 const COUNT = Number(process.env.BENCH_GRPC_INSTR_COUNT ?? 1_500);
@@ -26,9 +39,26 @@ const BUDGET_MS = 3_600_000;
 const SEMI_SPACE_MB = 16;
 /** A run under callgrind takes a few minutes; one past this is stuck. */
 const RUN_TIMEOUT_MS = 30 * 60_000;
+const PIECES_ASKED = process.env.BENCH_GRPC_FLOOR_PIECES ?? '';
+/** The floor's pieces priced, each in a run 'floor-<piece>' of its own. */
+const PIECES = PIECES_ASKED === '1' ? GRPC_FLOOR_PIECES : GRPC_FLOOR_PIECES.filter((piece) => PIECES_ASKED.split(',').includes(piece));
+
+/** What each piece is, for the table. */
+const PIECE_NAMES = {
+  histogram: 'the `deadline.remaining` histogram record on the server span',
+  headers: 'the two `x-deadline-*` headers (inject, grpc-js metadata and HTTP/2 both ways, the getter reads one)',
+  baggage: 'the `deadline.at_ms` baggage entry (the W3C propagator writes and parses `baggage`)',
+  attributes: 'the eight attributes on the client span and the server span, and the per-span state they come from',
+  timer: 'a timer per outgoing call',
+  cancel: "a 'cancelled' listener per server call",
+  context: 'the OTel context entry (set by the server\'s extract, read by inject, the processor and the timer)',
+};
 
 /** Child, under callgrind: warm-up, then `count` calls between two marks, then exit. */
-async function measure(mode, count) {
+async function measure(run, count) {
+  // 'floor-<piece>': the floor with that piece left out.
+  const [mode, omitted] = run.split('-');
+  if (omitted !== undefined) floorOmissions.add(omitted);
   const { batch, close } = await startGrpc(mode, { budgetMs: BUDGET_MS, exportBatch: 512, exportDelayMs: 2 ** 31 - 1 });
   await batch(WARMUP);
   // Scavenges then fall in the window as the calls' own allocations make them, not by chance.
@@ -55,10 +85,11 @@ async function countInstructions(mode) {
 
 async function main() {
   const perCall = new Map();
+  const runs = [...MODES, ...PIECES.map((piece) => `floor-${piece}`)];
   let next = 0;
   const worker = async () => {
-    while (next < MODES.length) {
-      const mode = MODES[next++];
+    while (next < runs.length) {
+      const mode = runs[next++];
       perCall.set(mode, await countInstructions(mode));
     }
   };
@@ -88,6 +119,7 @@ async function main() {
     row('without', 'without'),
     row('contract', 'contract only (no DeadlineInstrumentation)'),
     row('with', 'with'),
+    row('floor', 'contract floor (stand-ins, not the package)'),
     '',
     '"mode / without" is the CPU-per-call ratio the instruction counts alone give; for this CPU-bound process,',
     'its inverse is about the throughput ratio (target ≥ 0.95, so "with" at ≤ about 1.05). The kernel\'s socket work,',
@@ -95,9 +127,49 @@ async function main() {
     '--predictable V8 optimizes on the main thread, and this early it still does, more in the modes with more code',
     '(in a profile of calls 1,000 to 1,500 compilation was most of every mode\'s instructions): hence the two columns.',
     'Code not optimized yet still runs slower in both. Repeated runs of one mode differ by a few percent.',
+    ...floorNote(perCall),
     '<!-- /bench:grpc:instructions -->',
   ];
+  if (PIECES.length > 0) lines.push('', ...floorSection(perCall));
   console.log(lines.join('\n'));
+}
+
+/** The floor's added cost against the contract's and the target. */
+function floorNote(perCall) {
+  const added = (mode, kind) => perCall.get(mode)[kind] - perCall.get('without')[kind];
+  const share = (kind) => `${fmt((100 * added('floor', kind)) / added('contract', kind), 1)}%`;
+  const ratio = perCall.get('floor').steady / perCall.get('without').steady;
+  return [
+    '',
+    'The contract floor (bench/grpc-contract-floor.mjs) is not the package: bare stand-ins for the least work the deadline',
+    'contract adds to these calls (the two headers and the baggage entry on the wire, a context entry on the server, the',
+    'eight attributes on both spans, the histogram on the server span, a timer per call and a cancellation listener), with',
+    `no validation and no abort handling. It adds ${share('steady')} of what "contract only" adds without compilation (${share('total')} in total);`,
+    `floor / without ${fmt(ratio, 3)} without compilation, so about ${fmt(1 / ratio, 3)} as a throughput ratio (target ≥ 0.95: ${1 / ratio >= 0.95 ? 'met' : 'NOT met'}).`,
+  ];
+}
+
+/** The floor piece by piece: the floor's run against a run without each piece (instructions per call). */
+function floorSection(perCall) {
+  const floor = perCall.get('floor');
+  const without = perCall.get('without');
+  const row = (piece, kind) => {
+    const cost = floor[kind] - perCall.get(`floor-${piece}`)[kind];
+    return [fmt(cost), `${fmt((100 * cost) / (floor[kind] - without[kind]), 1)}%`];
+  };
+  return [
+    '<!-- bench:grpc:floor -->',
+    '### The gRPC contract floor, piece by piece (`BENCH_GRPC_FLOOR_PIECES=1 npm run bench:grpc:instructions`)',
+    '',
+    'Each piece of the floor left out in a process of its own, counted in the same window as the section above: the piece',
+    "costs what the floor saves without it. One run each, so a piece under about 30,000 (a few percent of a mode's",
+    'instructions, the spread of repeated runs) decides little.',
+    '',
+    "| piece | without compilation / call | share of the floor's added cost | total / call | share |",
+    '| --- | ---: | ---: | ---: | ---: |',
+    ...PIECES.map((piece) => `| ${PIECE_NAMES[piece]} | ${[...row(piece, 'steady'), ...row(piece, 'total')].join(' | ')} |`),
+    '<!-- /bench:grpc:floor -->',
+  ];
 }
 
 if (process.argv[2] === '--measure') await measure(process.argv[3], Number(process.argv[4]));

@@ -9,16 +9,27 @@
 //   costs on instrumentation-grpc's own spans and metadata;
 // - 'with': the same plus DeadlineInstrumentation: the client clamps, writes
 //   the deadline metadata and guards each call, the server admits each call
-//   and runs the handler under the deadline.
+//   and runs the handler under the deadline;
+// - 'floor': not the package: bare stand-ins for the least work the deadline
+//   contract itself needs (bench/grpc-contract-floor.mjs), calls under a
+//   deadline as in 'contract', for comparison; `floorOmissions` leaves pieces
+//   of it out.
 // Every mode passes a `deadline` option of its own to each call, as gRPC
 // callers usually do.
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const require = createRequire(import.meta.url);
-export const MODES = Object.freeze(['without', 'with', 'contract']);
+export const MODES = Object.freeze(['without', 'with', 'contract', 'floor']);
 export const CONCURRENCY = 32;
 const PROTO = fileURLToPath(new URL('../test/grpc/fixtures/echo.proto', import.meta.url));
+
+/**
+ * The pieces of the contract floor left out (bench/grpc-contract-floor.mjs),
+ * read on every call: the instruction benchmark changes it between windows of
+ * one run.
+ */
+export const floorOmissions = new Set();
 
 /**
  * Starts the SDK, a server and a client; resolves with `batch(calls, mark?)`,
@@ -30,21 +41,27 @@ const PROTO = fileURLToPath(new URL('../test/grpc/fixtures/echo.proto', import.m
  */
 export async function startGrpc(mode, { budgetMs = 60_000, exportBatch = 4_096, exportDelayMs } = {}) {
   const withPlugin = mode === 'with';
-  const withContract = mode !== 'without';
+  const withFloor = mode === 'floor';
+  const withContract = mode === 'with' || mode === 'contract';
   const api = require('@opentelemetry/api');
   const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = require('@opentelemetry/core');
   const { NodeSDK } = require('@opentelemetry/sdk-node');
   const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
   const { GrpcInstrumentation } = require('@opentelemetry/instrumentation-grpc');
   const lib = require('../dist/cjs/src/index.js');
+  const floor = withFloor ? await import('./grpc-contract-floor.mjs') : undefined;
+  const omit = floorOmissions;
+  const hooks = floor?.grpcFloorHooks(api, omit);
 
   const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
   const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
   if (withContract) propagators.push(new lib.DeadlinePropagator());
+  if (floor) propagators.push(new floor.GrpcFloorPropagator(omit));
   const sdk = new NodeSDK({
     textMapPropagator: new CompositePropagator({ propagators }),
     spanProcessors: [
       ...(withContract ? [new lib.DeadlineSpanProcessor()] : []),
+      ...(floor ? [new floor.GrpcFloorSpanProcessor(omit)] : []),
       new BatchSpanProcessor(noopExporter, {
         maxQueueSize: 65_536,
         maxExportBatchSize: exportBatch,
@@ -60,15 +77,26 @@ export async function startGrpc(mode, { budgetMs = 60_000, exportBatch = 4_096, 
   const { Echo } = grpc.loadPackageDefinition(protoLoader.loadSync(PROTO, { keepCase: true })).test;
 
   const server = new grpc.Server();
-  server.addService(Echo.service, { Unary: (call, callback) => callback(null, { text: call.request.text }) });
+  const handler = (call, callback) => callback(null, { text: call.request.text });
+  server.addService(Echo.service, { Unary: hooks ? hooks.serve(handler) : handler });
   const port = await new Promise((resolve, reject) =>
     server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
   );
   const client = new Echo(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
-  const unary = () =>
-    new Promise((resolve, reject) =>
-      client.Unary({ text: 'ping' }, { deadline: Date.now() + budgetMs }, (err) => (err ? reject(err) : resolve())),
-    );
+  const unary = hooks
+    ? () =>
+        new Promise((resolve, reject) => {
+          const timer = hooks.startCall();
+          client.Unary({ text: 'ping' }, { deadline: Date.now() + budgetMs }, (err) => {
+            if (timer !== undefined) hooks.endCall(timer);
+            if (err) reject(err);
+            else resolve();
+          });
+        })
+    : () =>
+        new Promise((resolve, reject) =>
+          client.Unary({ text: 'ping' }, { deadline: Date.now() + budgetMs }, (err) => (err ? reject(err) : resolve())),
+        );
 
   async function batch(calls, mark) {
     let started = 0;
@@ -82,6 +110,7 @@ export async function startGrpc(mode, { budgetMs = 60_000, exportBatch = 4_096, 
       }
     };
     const run = () => Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    if (floor) return api.context.with(floor.withFloorDeadline(api, api.context.active(), budgetMs, omit), run);
     if (!withContract) return run();
     // The calls of a request that has a deadline: one per batch, never reached.
     const deadline = lib.openDeadline({ operation: 'batch', timeoutMs: budgetMs, parent: null });
