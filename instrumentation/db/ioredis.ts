@@ -2,9 +2,9 @@ import { context } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
-import { isOwnWrapper, wrapMethod, type MethodPatch } from '../wrap';
+import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
-import { driverInstrumented, type DriverSpanSlot } from './driver-span';
+import type { DriverSpanSlot } from './driver-span';
 import { clampBlockingTimeout, isBlocking } from './redis-blocking';
 import { DbStatement, type CutoffHandler } from './statement';
 
@@ -52,16 +52,25 @@ const READ_COMMANDS = new Set(
   ),
 );
 
-/** Command names as ioredis was given them → lower case, so that a command costs no new string. Bounded. */
-const LOWER_NAMES = new Map<unknown, string>();
-const LOWER_NAMES_MAX = 1_024;
+/** What the guard needs to know of a command name, worked out once per distinct name. */
+interface CommandKind {
+  /** Lower case: what spans, errors and the tables here use. */
+  readonly name: string;
+  /** Whether its timeout argument is clamped to the time left. */
+  readonly blocking: boolean;
+}
 
-function lowerCaseName(name: unknown): string {
-  const known = LOWER_NAMES.get(name);
+/** Command names as ioredis was given them → their kind, so that a command costs no new string and no table lookup. Bounded. */
+const COMMAND_KINDS = new Map<unknown, CommandKind>();
+const COMMAND_KINDS_MAX = 1_024;
+
+function commandKind(name: unknown): CommandKind {
+  const known = COMMAND_KINDS.get(name);
   if (known !== undefined) return known;
   const lower = String(name).toLowerCase();
-  if (LOWER_NAMES.size < LOWER_NAMES_MAX && typeof name === 'string') LOWER_NAMES.set(name, lower);
-  return lower;
+  const kind: CommandKind = Object.freeze({ name: lower, blocking: isBlocking(lower) });
+  if (COMMAND_KINDS.size < COMMAND_KINDS_MAX && typeof name === 'string') COMMAND_KINDS.set(name, kind);
+  return kind;
 }
 
 /**
@@ -81,8 +90,11 @@ export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: Dri
 }
 
 function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object) {
-  return (original: AnyFunction): AnyFunction =>
-    function sendCommand(this: unknown, ...args: unknown[]): unknown {
+  return (original: AnyFunction): AnyFunction => {
+    // An instrumentation-ioredis registered before us wraps the method below
+    // ours: fixed for this wrapper's life, since `original` is.
+    const instrumentedBelow = isShimmerWrapper(original);
+    return function sendCommand(this: unknown, ...args: unknown[]): unknown {
       const outerSpan = slot.take();
       const ctx = context.active();
       const deadline = statementDeadline(host, 'ioredis', ctx);
@@ -95,7 +107,8 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         return command!.promise;
       }
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function') return original.apply(this, args);
-      const name = lowerCaseName(command.name);
+      const kind = commandKind(command.name);
+      const name = kind.name;
       const observe = host.settings.mode === 'observe';
       const guard = new RedisCommandGuard(deadline, observe, name, command);
       if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
@@ -105,7 +118,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       const minUsefulMs = host.settings.minUsefulMs;
       const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, guard.operation, minUsefulMs);
       // No other instrumentation wraps sendCommand, below us or on top.
-      const alone = !driverInstrumented(original, current, owner);
+      const alone = !instrumentedBelow && isOwnWrapper(current, owner);
       if (outerSpan === undefined && (alone || (refusal !== undefined && isOwnWrapper(current, owner)))) {
         const options = (this as { options?: { host?: unknown; port?: unknown } }).options ?? {};
         const attributes: Record<string, string | number> = { 'db.system.name': 'redis', 'db.operation.name': name };
@@ -123,7 +136,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         }
         guard.markWouldReject();
       }
-      if (!observe && isBlocking(name)) clampBlockingTimeout(name, command.args, left);
+      if (!observe && kind.blocking) clampBlockingTimeout(name, command.args, left);
       guard.arm(guard);
       // ioredis rejects some commands before sendCommand returns (a closed
       // connection, subscriber mode, no offline queue). Only a wrapper already
@@ -132,7 +145,10 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       // on now and see everything.
       if (alone) guard.settleFirst();
       else guard.settleOnReject();
-      const result = slot.dispatch(guard, original, this, args);
+      // Only an instrumentation below us calls its requestHook (with its span)
+      // from inside this call; on top of us it has called it already, and the
+      // span is in `outerSpan`.
+      const result = instrumentedBelow ? slot.dispatch(guard, original, this, args) : original.apply(this, args);
       if (alone || guard.settled) return result;
       // instrumentation-ioredis patches `resolve`/`reject` once its own call to
       // the method below it returns, and would end its span on a reply before
@@ -143,6 +159,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       else settleFirstSoon(guard);
       return result;
     };
+  };
 }
 
 /** One command between sendCommand and its reply; the statement guard is also what stops it at the cutoff. */
