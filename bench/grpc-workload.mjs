@@ -25,9 +25,10 @@ export const CONCURRENCY = 32;
 const PROTO = fileURLToPath(new URL('../test/grpc/fixtures/echo.proto', import.meta.url));
 
 /**
- * The pieces of the contract floor left out (bench/grpc-contract-floor.mjs),
- * read on every call: the instruction benchmark changes it between windows of
- * one run.
+ * The pieces of the contract floor left out (bench/grpc-contract-floor.mjs).
+ * The instruction benchmark fills it before startGrpc, in a process of its own
+ * per piece (pieces priced in later windows of one process drifted with V8's
+ * compilation); the floor reads it on every call.
  */
 export const floorOmissions = new Set();
 
