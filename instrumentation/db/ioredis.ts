@@ -164,6 +164,9 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
 
 /** One command between sendCommand and its reply; the statement guard is also what stops it at the cutoff. */
 class RedisCommandGuard extends DbStatement implements CutoffHandler {
+  /** Whether settleOnReject has wrapped the command's reject. */
+  private rejectSettles = false;
+
   constructor(
     deadline: Deadline,
     observe: boolean,
@@ -197,6 +200,12 @@ class RedisCommandGuard extends DbStatement implements CutoffHandler {
    * the cutoff could still call a resolved command unknown. Closures, not
    * shared functions that find the guard through `this`: instrumentation-ioredis
    * calls the functions it wrapped unbound.
+   *
+   * A reject wrapper put on before the command was sent stays where it is,
+   * under instrumentation-ioredis's: a rejected command's settle records
+   * nothing on the span (the cutoff's own reject settles first, in onCutoff),
+   * so its place in the chain changes no attribute, and a second wrapper
+   * would cost a closure per command.
    */
   settleFirst(): void {
     const { command } = this;
@@ -205,11 +214,12 @@ class RedisCommandGuard extends DbStatement implements CutoffHandler {
       this.settle();
       resolve.call(command, value);
     };
-    this.settleOnReject();
+    if (!this.rejectSettles) this.settleOnReject();
   }
 
   /** The reject half of settleFirst: what a command rejected inside sendCommand goes through. */
   settleOnReject(): void {
+    this.rejectSettles = true;
     const { command } = this;
     const { reject } = command;
     command.reject = (err: unknown) => {
