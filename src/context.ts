@@ -1,4 +1,4 @@
-import { context, propagation, type Baggage, type Context } from '@opentelemetry/api';
+import { context, createContextKey, propagation, type Baggage, type Context } from '@opentelemetry/api';
 import type { Deadline } from './deadline';
 import { BAGGAGE_DEADLINE_KEY } from './attributes';
 import { DeadlineOnlyBaggage } from './deadline-baggage';
@@ -56,6 +56,31 @@ function withoutBaggageEntry(ctx: Context): Context {
   const bag = propagation.getBaggage(ctx);
   if (bag?.getEntry(BAGGAGE_DEADLINE_KEY) === undefined) return ctx;
   return bag instanceof DeadlineOnlyBaggage ? propagation.deleteBaggage(ctx) : propagation.setBaggage(ctx, bag.removeEntry(BAGGAGE_DEADLINE_KEY));
+}
+
+/**
+ * @internal The context key of the outgoing call a transport guard is making
+ * (instrumentation/client/call.ts), read here for isWritingDeadlineHeaders.
+ * One per copy of the package: a propagator of another copy does not see the
+ * mark, and injects as it would anyway.
+ */
+export const OUTGOING_CALL_KEY = createContextKey('otel-deadline.outgoing-call');
+
+/** @internal What the propagator asks of the call under OUTGOING_CALL_KEY. */
+export interface DeadlineHeaderWriter {
+  /** True while the call's transport builds a request whose deadline headers the guard has already put in it. */
+  readonly writingDeadlineHeaders: boolean;
+}
+
+/**
+ * @internal True while a transport guard dispatches a request it has already
+ * put the deadline headers in: a propagator inside that transport
+ * (instrumentation-undici's, through the global one) would only compute the
+ * same headers again for them to be dropped as repeats.
+ */
+export function isWritingDeadlineHeaders(ctx: Context): boolean {
+  const call = ctx.getValue(OUTGOING_CALL_KEY) as Partial<DeadlineHeaderWriter> | symbol | undefined;
+  return typeof call === 'object' && call.writingDeadlineHeaders === true;
 }
 
 /** Shared by every copy of the package, like DEADLINE_KEY. */

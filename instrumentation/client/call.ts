@@ -1,4 +1,5 @@
-import { createContextKey, type Span } from '@opentelemetry/api';
+import type { Span } from '@opentelemetry/api';
+import { OUTGOING_CALL_KEY, type DeadlineHeaderWriter } from '../../src/context';
 import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { abortCodeOf, describeAbortReason } from '../../src/errors';
 import {
@@ -9,8 +10,8 @@ import {
 } from '../../src/attributes';
 import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
 
-/** The call being made, visible to hooks that run inside the transport (request hooks, channels). */
-export const CALL_KEY = createContextKey('otel-deadline.outgoing-call');
+/** The call being made, visible to hooks that run inside the transport (request hooks, channels) and to the propagator. */
+export const CALL_KEY = OUTGOING_CALL_KEY;
 /** CALL_KEY's value for a call that `ignoreOutgoingRequest` excluded: no headers, no guard. */
 export const IGNORED_CALL: unique symbol = Symbol('ignored outgoing call');
 
@@ -41,7 +42,7 @@ export interface CallInit {
  * been shown (`addSpan`) before it aborts the transport, so the spans carry
  * it when the transport ends them.
  */
-export class OutgoingCall {
+export class OutgoingCall implements DeadlineHeaderWriter {
   readonly deadline: Deadline;
   readonly transport: CallInit['transport'];
   readonly method: string;
@@ -52,6 +53,8 @@ export class OutgoingCall {
   settled = false;
   /** True once the call ended on its own (response and body all in), not by an abort. */
   completed = false;
+  /** Set by the transport wrapper around its synchronous dispatch of a request carrying our headers (see isWritingDeadlineHeaders). */
+  writingDeadlineHeaders = false;
   private readonly callerSignal: AbortSignal | undefined;
   private spans: Span[] | undefined;
   private abortAction: ((reason: unknown) => void) | undefined;

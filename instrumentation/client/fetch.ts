@@ -89,7 +89,14 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
       const controller = call.observe ? undefined : new AbortController();
       if (controller !== undefined) options = { ...options, signal: controller.signal };
       const operation = `${transport} ${method}`;
-      const pending = context.with(decision.context, () => original.call(this, input, options));
+      // A request fetch creates at once carries our headers: the propagators inside it need not write them (isWritingDeadlineHeaders).
+      call.writingDeadlineHeaders = headers !== undefined;
+      let pending: ReturnType<typeof original>;
+      try {
+        pending = context.with(decision.context, () => original.call(this, input, options));
+      } finally {
+        call.writingDeadlineHeaders = false;
+      }
       // Armed once fetch has returned: Node 20's fetch asserts (and the process dies) if its signal
       // aborts while fetch() is still setting up, and undici's request channel runs in there.
       call.arm(controller === undefined ? () => {} : (reason) => controller.abort(reason));

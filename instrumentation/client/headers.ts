@@ -1,5 +1,5 @@
 import { defaultTextMapSetter, type Context } from '@opentelemetry/api';
-import { withDeadlineOnWire } from '../../src/context';
+import { isWritingDeadlineHeaders, OUTGOING_CALL_KEY, withDeadlineOnWire } from '../../src/context';
 import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
 import { BAGGAGE_DEADLINE_KEY, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
 
@@ -29,7 +29,9 @@ interface DeadlineHeaderValues {
 /** The header values for a call this package guards and has decided to send the deadline with (propagateTo). */
 function valuesFor(ctx: Context): DeadlineHeaderValues | undefined {
   const out: Record<string, string> = {};
-  propagator.inject(withDeadlineOnWire(ctx), out, defaultTextMapSetter);
+  const onWire = withDeadlineOnWire(ctx);
+  // Asked from inside a dispatch whose guard put the headers in already, and found them missing: write them anyway.
+  propagator.inject(isWritingDeadlineHeaders(onWire) ? onWire.deleteValue(OUTGOING_CALL_KEY) : onWire, out, defaultTextMapSetter);
   const remaining = out[HEADER_REMAINING_MS];
   const atMs = out[HEADER_AT_MS];
   if (remaining === undefined || atMs === undefined) return undefined;

@@ -148,7 +148,13 @@ function callOriginal(original: AnyFunction, self: unknown, args: unknown[], ctx
   return ctx === undefined ? original.apply(self, args) : context.with(ctx, () => original.apply(self, args));
 }
 
-/** Calls the API with `options`, directly for a bare top-level call (see DirectDispatch), else through `original`. */
+/**
+ * Calls the API with `options`, directly for a bare top-level call (see
+ * DirectDispatch), else through `original`. While it runs, a request undici
+ * creates at once carries the headers `options` has (when `withHeaders`):
+ * the call says so to the propagators inside undici (isWritingDeadlineHeaders).
+ * A request queued in a Pool is created later, unmarked.
+ */
 function invoke(
   original: AnyFunction,
   self: unknown,
@@ -157,13 +163,20 @@ function invoke(
   options: { headers: unknown; signal: unknown },
   rest: unknown[],
   ctx: Context,
+  call: OutgoingCall,
+  withHeaders: boolean,
 ): unknown {
   // Parsed only here: a call without a deadline never gets this far.
   const literal = direct === undefined || shape.bareUrl === undefined ? undefined : bareCallOptions(shape.bareUrl, options.headers, options.signal);
-  if (direct === undefined || literal === undefined) {
-    return callOriginal(original, self, shape.rebuild({ ...shape.options, ...options }, rest), ctx);
+  call.writingDeadlineHeaders = withHeaders;
+  try {
+    if (direct === undefined || literal === undefined) {
+      return callOriginal(original, self, shape.rebuild({ ...shape.options, ...options }, rest), ctx);
+    }
+    return context.with(ctx, () => direct.apiFn.call(direct.getGlobalDispatcher(), literal, ...rest));
+  } finally {
+    call.writingDeadlineHeaders = false;
   }
-  return context.with(ctx, () => direct.apiFn.call(direct.getGlobalDispatcher(), literal, ...rest));
 }
 
 /** `direct` is given for the top-level functions, undefined for the Dispatcher methods. */
@@ -231,13 +244,13 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
       const options = { headers, signal };
 
       if (api === 'pipeline') {
-        const duplex = invoke(original, this, shape, direct, options, rest, decision.context) as Duplex;
+        const duplex = invoke(original, this, shape, direct, options, rest, decision.context, call, decision.propagate) as Duplex;
         failNow = (reason) => duplex.destroy(reason as Error);
         duplex.once('close', () => call.apiSettled());
         return duplex;
       }
       const operation = `undici ${method}`;
-      const pending = invoke(original, this, shape, direct, options, rest, decision.context) as Promise<unknown>;
+      const pending = invoke(original, this, shape, direct, options, rest, decision.context, call, decision.propagate) as Promise<unknown>;
       // One promise of ours per call: settled by undici's, or earlier by an abort.
       const promise = new Promise<unknown>((resolve, reject) => {
         const fail = (error: unknown) => {

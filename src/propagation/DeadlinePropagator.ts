@@ -7,7 +7,7 @@ import {
   type TextMapSetter,
 } from '@opentelemetry/api';
 import { isTracingSuppressed, W3CBaggagePropagator } from '@opentelemetry/core';
-import { getDeadline, isDeadlineOffWire, isDeadlineOnlyBaggage, setDeadline } from '../context';
+import { getDeadline, isDeadlineOffWire, isDeadlineOnlyBaggage, isWritingDeadlineHeaders, setDeadline } from '../context';
 import { DeadlineNode } from '../deadline';
 import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
 import {
@@ -87,7 +87,7 @@ export class DeadlinePropagator implements TextMapPropagator {
 
   inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void {
     try {
-      if (isTracingSuppressed(ctx) || isDeadlineOffWire(ctx)) return;
+      if (isTracingSuppressed(ctx) || isDeadlineOffWire(ctx) || isWritingDeadlineHeaders(ctx)) return;
       const deadline = getDeadline(ctx);
       if (deadline === undefined) return;
       const text = this.cutoffText.of(deadline.expiresAtMs);

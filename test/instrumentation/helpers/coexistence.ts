@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type TextMapSetter } from '@opentelemetry/api';
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
@@ -9,6 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   DeadlineExceededError,
   DeadlineInstrumentation,
+  DeadlinePropagator,
   getDeadline,
   openDeadline,
   setDeadline,
@@ -110,6 +112,47 @@ export function coexistenceSuite(order: RegistrationOrder): void {
       expect(clientSpans(UNDICI_SCOPE)).toHaveLength(2);
       expect(clientSpans(HTTP_SCOPE)).toHaveLength(1);
       expect(otel.spans().filter((s) => s.kind === SpanKind.SERVER)).toHaveLength(3);
+    });
+
+    it('leaves the global DeadlinePropagator nothing to write for a request the guard sends with its headers in', async () => {
+      // Counts what the global DeadlinePropagator writes: instrumentation-undici injects through it.
+      const writes: string[] = [];
+      class CountingDeadlinePropagator extends DeadlinePropagator {
+        override inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void {
+          super.inject(ctx, carrier, { set: (c, key, value) => (writes.push(key), setter.set(c, key, value)) });
+        }
+      }
+      const setGlobal = (deadlinePropagator: DeadlinePropagator) => {
+        propagation.disable();
+        propagation.setGlobalPropagator(
+          new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), deadlinePropagator] }),
+        );
+      };
+      setGlobal(new CountingDeadlinePropagator());
+      const pool = new undici.Pool(server.url, { connections: 1 });
+      try {
+        const d = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+        await under(d, async () => {
+          await (await undici.request(`${server.url}/top-level`)).body.text();
+          await (await pool.request({ path: '/pool', method: 'GET' })).body.text();
+          expect(writes).toEqual([]);
+          // With the pool's one connection busy, the second request waits and is created later, outside the
+          // guard's dispatch: the propagator writes again, and the header still arrives once.
+          const both = await Promise.all([pool.request({ path: '/first', method: 'GET' }), pool.request({ path: '/queued', method: 'GET' })]);
+          await Promise.all(both.map((reply) => reply.body.text()));
+        });
+        d.dispose();
+        expect(writes).toContain('x-deadline-remaining-ms');
+        expect(server.arrivals.map((a) => a.url)).toEqual(['/top-level', '/pool', '/first', '/queued']);
+        server.arrivals.forEach((_a, index) => {
+          for (const name of ['x-deadline-remaining-ms', 'x-deadline-at-ms', 'baggage', 'traceparent']) {
+            expect([index, name, server.headerCount(index, name)]).toEqual([index, name, 1]);
+          }
+        });
+      } finally {
+        await pool.close();
+        setGlobal(new DeadlinePropagator());
+      }
     });
 
     it('sends no deadline, in headers or baggage, on calls ignoreOutgoingRequest excludes', async () => {
