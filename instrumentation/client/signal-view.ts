@@ -1,4 +1,5 @@
-import { onDeadlineAbort, type Deadline } from '../../src/deadline';
+import { onDeadlineAbort, unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
+import { LinkedItem } from '../../src/linked-set';
 
 type Listener = (this: unknown, event: unknown) => void;
 
@@ -17,8 +18,10 @@ function noop(): void {}
  * response body being read) at the cutoff, and nothing outlives the call.
  * Only for undici: fetch insists on a real AbortSignal.
  */
-export class DeadlineSignalView {
+export class DeadlineSignalView extends LinkedItem implements AbortWatcher {
+  /** The first listener, which the view itself watches the deadline for. */
   private listener: Listener | undefined;
+  /** How to stop watching a deadline that is not one of ours (ours are watched without a closure). */
   private unsubscribe: (() => void) | undefined;
   /** Any further listeners: undici registers one, so this stays undefined. */
   private more: Map<Listener, () => void> | undefined;
@@ -31,7 +34,9 @@ export class DeadlineSignalView {
   constructor(
     private readonly deadline: Deadline,
     private readonly call?: { readonly completed: boolean },
-  ) {}
+  ) {
+    super();
+  }
 
   get aborted(): boolean {
     return this.deadline.aborted;
@@ -44,16 +49,17 @@ export class DeadlineSignalView {
   addEventListener(type: string, listener: Listener): void {
     if (type !== 'abort' || typeof listener !== 'function') return;
     if (listener === this.listener || this.more?.has(listener)) return;
-    const notify = () => {
-      this.forget(listener);
-      if (this.call?.completed !== true) listener.call(this, ABORT_EVENT);
-    };
-    // Registered before subscribing: a deadline that has already aborted notifies at once.
+    // Registered before watching: a deadline that has already aborted notifies at once.
     if (this.listener === undefined) {
       this.listener = listener;
-      const unsubscribe = onDeadlineAbort(this.deadline, notify);
-      if (this.listener === listener) this.unsubscribe = unsubscribe;
+      const stop = watchDeadlineAbort(this.deadline, this);
+      if (this.listener === listener) this.unsubscribe = stop;
+      else unwatchDeadlineAbort(this.deadline, this, stop);
     } else {
+      const notify = () => {
+        this.forget(listener);
+        if (this.call?.completed !== true) listener.call(this, ABORT_EVENT);
+      };
       const more = (this.more ??= new Map());
       more.set(listener, noop);
       const unsubscribe = onDeadlineAbort(this.deadline, notify);
@@ -63,9 +69,17 @@ export class DeadlineSignalView {
 
   removeEventListener(type: string, listener: Listener): void {
     if (type !== 'abort') return;
-    if (listener === this.listener) this.unsubscribe?.();
+    if (listener === this.listener) unwatchDeadlineAbort(this.deadline, this, this.unsubscribe);
     else this.more?.get(listener)?.();
     this.forget(listener);
+  }
+
+  /** @internal The deadline aborted while the first listener was registered. */
+  onDeadlineAbort(): void {
+    const listener = this.listener;
+    if (listener === undefined) return;
+    this.forget(listener);
+    if (this.call?.completed !== true) listener.call(this, ABORT_EVENT);
   }
 
   private forget(listener: Listener): void {

@@ -37,14 +37,24 @@ interface ResponseData {
   body: AsyncIterable<Uint8Array>;
 }
 
-/** Where the options sit in the arguments, and how to rebuild the arguments with new options. */
+/** Where the options sit in the arguments (rebuilt with new options by rebuildArgs). */
 interface CallShape {
   options: UndiciOptions;
-  /** The arguments after the options (handler, factory, callback). */
-  rest: unknown[];
-  rebuild(options: UndiciOptions, rest: unknown[]): unknown[];
+  /** The arguments after the options (handler, factory, callback). Never written to. */
+  rest: readonly unknown[];
+  /** A top-level call's URL argument, which goes before the options; `NO_URL` for a Dispatcher method. */
+  url: unknown;
   /** For a top-level call given no options: its URL argument, which may be dispatched directly. */
-  bareUrl?: unknown;
+  bareUrl: unknown;
+}
+
+const NO_URL: unique symbol = Symbol('dispatcher call');
+/** The `rest` of the usual call, which passes nothing after the url and options. */
+const NO_REST: readonly unknown[] = Object.freeze([]);
+
+/** The call's arguments with `options` and `rest` in place of its own. */
+function rebuildArgs(shape: CallShape, options: UndiciOptions, rest: readonly unknown[]): unknown[] {
+  return shape.url === NO_URL ? [options, ...rest] : [shape.url, options, ...rest];
 }
 
 /**
@@ -94,24 +104,24 @@ export function bareCallOptions(url: unknown, headers?: unknown, signal?: unknow
 }
 
 function topLevelShape(args: unknown[]): CallShape {
-  const [url, second, ...more] = args;
+  const url = args[0];
+  const second = args[1];
   const optionsGiven = typeof second === 'object' && second !== null;
   // undici treats an options-like url object as the options when none are given.
   const implicit = typeof url === 'object' && url !== null && !(url instanceof URL) ? (url as UndiciOptions) : {};
-  return {
-    options: optionsGiven ? (second as UndiciOptions) : implicit,
-    rest: optionsGiven ? more : [second, ...more].filter((value) => value !== undefined),
-    rebuild: (options, rest) => [url, options, ...rest],
-    bareUrl: optionsGiven ? undefined : url,
-  };
+  let rest: readonly unknown[];
+  if (args.length <= 2 && (optionsGiven || second === undefined)) rest = NO_REST;
+  else rest = optionsGiven ? args.slice(2) : args.slice(1).filter((value) => value !== undefined);
+  return { options: optionsGiven ? (second as UndiciOptions) : implicit, rest, url, bareUrl: optionsGiven ? undefined : url };
 }
 
 function dispatcherShape(args: unknown[]): CallShape {
-  const [options, ...rest] = args;
+  const options = args[0];
   return {
     options: (typeof options === 'object' && options !== null ? options : {}) as UndiciOptions,
-    rest,
-    rebuild: (newOptions, newRest) => [newOptions, ...newRest],
+    rest: args.length <= 1 ? NO_REST : args.slice(1),
+    url: NO_URL,
+    bareUrl: undefined,
   };
 }
 
@@ -161,7 +171,7 @@ function invoke(
   shape: CallShape,
   direct: DirectDispatch | undefined,
   options: { headers: unknown; signal: unknown },
-  rest: unknown[],
+  rest: readonly unknown[],
   ctx: Context,
   call: OutgoingCall,
   withHeaders: boolean,
@@ -171,7 +181,7 @@ function invoke(
   call.writingDeadlineHeaders = withHeaders;
   try {
     if (direct === undefined || literal === undefined) {
-      return callOriginal(original, self, shape.rebuild({ ...shape.options, ...options }, rest), ctx);
+      return callOriginal(original, self, rebuildArgs(shape, { ...shape.options, ...options }, rest), ctx);
     }
     return context.with(ctx, () => direct.apiFn.call(direct.getGlobalDispatcher(), literal, ...rest));
   } finally {
