@@ -80,7 +80,7 @@ export interface DeadlineHeaderWriter {
  */
 export function isWritingDeadlineHeaders(ctx: Context): boolean {
   const call = ctx.getValue(OUTGOING_CALL_KEY) as Partial<DeadlineHeaderWriter> | symbol | undefined;
-  return typeof call === 'object' && call.writingDeadlineHeaders === true;
+  return typeof call === 'object' && call !== null && call.writingDeadlineHeaders === true;
 }
 
 /** Shared by every copy of the package, like DEADLINE_KEY. */
