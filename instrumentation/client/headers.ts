@@ -216,6 +216,8 @@ const NAME_LENGTHS = new Set([HEADER_REMAINING_MS.length, HEADER_AT_MS.length, H
 function deadlineNameOf(name: unknown): string {
   const length = (name as { length?: unknown } | null | undefined)?.length;
   if (typeof length !== 'number' || !NAME_LENGTHS.has(length)) return '';
+  // Already lower case, as our own writers put them: no new string.
+  if (DEADLINE_HEADER_NAMES.has(name as string)) return name as string;
   const lower = String(name).toLowerCase();
   return DEADLINE_HEADER_NAMES.has(lower) ? lower : '';
 }

@@ -195,7 +195,9 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
     function (this: unknown, ...args: unknown[]): unknown {
       const shape = topLevel ? topLevelShape(args) : dispatcherShape(args);
       const ctx = context.active();
-      const method = String(shape.options.method ?? 'GET').toUpperCase();
+      const given = shape.options.method;
+      // The usual GET without a new string.
+      const method = given == null || given === 'GET' ? 'GET' : String(given).toUpperCase();
       const callerSignal = shape.options.signal;
       const callUrl = () => (topLevel ? topLevelCallUrl(args[0]) : dispatcherCallUrl(this, shape.options));
       const decision = beginCall(

@@ -54,10 +54,15 @@ function smallest(raw: HeaderValue, parseOne: ParseOne): number | undefined {
  * runtime, about 1,400 instructions a value.
  */
 export function parseIntegerMs(item: string): number | undefined {
-  const length = item.length;
-  if (length === 0 || length > MAX_INTEGER_DIGITS) return undefined;
+  return parseIntegerMsFrom(item, 0);
+}
+
+/** parseIntegerMs of `item.slice(start)`, without making the slice. */
+function parseIntegerMsFrom(item: string, start: number): number | undefined {
+  const length = item.length - start;
+  if (length <= 0 || length > MAX_INTEGER_DIGITS) return undefined;
   let value = 0;
-  for (let i = 0; i < length; i++) {
+  for (let i = start; i < item.length; i++) {
     const digit = item.charCodeAt(i) - 48; /* 0 */
     if (digit < 0 || digit > 9) return undefined;
     value = value * 10 + digit;
@@ -87,7 +92,7 @@ export function smallestBaggageMs(raw: HeaderValue, key: string): number | undef
   // as a string (HTTP) or as the one value of a list (gRPC metadata getters).
   const only = typeof raw === 'string' ? raw : raw.length === 1 ? raw[0] : undefined;
   if (typeof only === 'string' && only.length <= MAX_BAGGAGE_LENGTH && only.startsWith(key) && only.charCodeAt(key.length) === 61 /* = */) {
-    const direct = parseIntegerMs(only.slice(key.length + 1));
+    const direct = parseIntegerMsFrom(only, key.length + 1);
     if (direct !== undefined) return direct;
   }
   const values = Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
