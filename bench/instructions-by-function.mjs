@@ -1,0 +1,123 @@
+// Where the instructions of the bench:http chain go, function by function:
+// the chain under valgrind's callgrind (bench/callgrind.mjs, six windows of
+// 1,000 requests after the warm-up), with V8's --perf-basic-prof naming its
+// JIT code. Callgrind sees compiled JavaScript only as addresses; the map V8
+// writes to /tmp/perf-<pid>.map gives each address range its function, so the
+// self instructions of every JS function, builtin and C++ function can be
+// added up. The settled windows (4 to 6) are averaged, per request.
+//
+//   node bench/instructions-by-function.mjs whole plain
+//
+// runs each named configuration (whole: the whole plugin; plain: no plugin;
+// floor: the contract floor; or a comma list of bench/http-chain.mjs parts)
+// one process at a time, and prints the functions whose self instructions
+// per request differ most between the first and the second (or, with one
+// configuration, the functions that cost most). Builtins such as
+// KeyedLoadIC_Megamorphic or MapConstructor are where much of the difference
+// lands: they run on behalf of the JavaScript around them. By hand, for
+// finding what to cut; no figure in BENCHMARKS.md comes from it.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ALL_PARTS } from './http-chain.mjs';
+
+const SETTLED_DUMPS = [8, 10, 12];
+const STACK_BOTTOM = /PROGRAM TOTALS|\(below main\)|^\?\?\?:main |__libc_start_main|ld-linux|node::Start\(|NodeMainInstance::Run|SpinEventLoopInternal/;
+const REQUESTS_PER_WINDOW = 1000;
+const NAMED = { whole: ALL_PARTS.join(','), plain: '', floor: 'floor' };
+
+/** Runs one configuration under callgrind; resolves with the folder holding its dumps and V8's map. */
+function run(parts) {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-by-function-'));
+  const script = fileURLToPath(new URL('./callgrind.mjs', import.meta.url));
+  const args = [
+    '--tool=callgrind',
+    '--smc-check=all-non-file',
+    '--dump-before=uv_os_getpriority',
+    `--callgrind-out-file=${join(dir, 'out')}`,
+    process.execPath,
+    '--predictable',
+    '--perf-basic-prof',
+    script,
+    '--measure',
+    parts,
+    ';;;;;',
+  ];
+  const env = { ...process.env, BENCH_CHAIN_EXPORT_DELAY_MS: String(2 ** 31 - 1), BENCH_CHAIN_EXPORT_BATCH: '512' };
+  return new Promise((resolve, reject) => {
+    const child = spawn('valgrind', args, { stdio: ['ignore', 'ignore', 'pipe'], env });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr = (stderr + chunk).slice(-2000)));
+    child.once('error', reject);
+    child.once('close', (code) => (code === 0 ? resolve(dir) : reject(new Error(`callgrind [${parts}] exited ${code}: ${stderr}`))));
+  });
+}
+
+/** V8's map of the process that wrote `dir`'s dumps: sorted [start, end, name]. */
+function jitMap(dir) {
+  const pid = /^pid:\s*(\d+)/m.exec(readFileSync(join(dir, `out.${SETTLED_DUMPS[0]}`), 'utf8').slice(0, 4096))?.[1];
+  const file = join(tmpdir(), `perf-${pid}.map`);
+  const ranges = readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => {
+      const [start, size, ...name] = line.split(' ');
+      return [parseInt(start, 16), parseInt(start, 16) + parseInt(size, 16), name.join(' ')];
+    })
+    .sort((a, b) => a[0] - b[0]);
+  rmSync(file, { force: true });
+  return ranges;
+}
+
+function nameAt(ranges, address) {
+  let lo = 0;
+  let hi = ranges.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (ranges[mid][0] <= address) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return hi >= 0 && address < ranges[hi][1] ? ranges[hi][2] : 'JIT code not in the map';
+}
+
+/** Self instructions per request of each function, averaged over the settled windows. */
+function selfCosts(dir) {
+  const ranges = jitMap(dir);
+  const costs = new Map();
+  for (const dump of SETTLED_DUMPS) {
+    const text = spawnSync('callgrind_annotate', ['--threshold=100', '--auto=no', '--inclusive=no', join(dir, `out.${dump}`)], {
+      encoding: 'utf8',
+      maxBuffer: 1 << 28,
+    }).stdout;
+    for (const line of text.split('\n')) {
+      const row = /^\s*([\d,]+) \(\s*([\d.]+)%\)\s+(.*)$/.exec(line);
+      // The frames the dump was taken under (main, the event loop) carry its whole cost, not their own.
+      if (row === null || STACK_BOTTOM.test(row[3])) continue;
+      const where = row[3];
+      const jit = /^\?\?\?:0x([0-9a-f]+) \[\?\?\?\]$/.exec(where);
+      const name = (jit === null ? where.replace(/ \[[^\]]*\]$/, '') : nameAt(ranges, parseInt(jit[1], 16)))
+        .replace(/.*node_modules\//, '')
+        .replace(/file:\/\/\S*\/bench\//, 'bench/');
+      const cost = Number(row[1].replaceAll(',', '')) / SETTLED_DUMPS.length / REQUESTS_PER_WINDOW;
+      costs.set(name, (costs.get(name) ?? 0) + cost);
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+  return costs;
+}
+
+const configurations = process.argv.slice(2);
+if (configurations.length === 0 || configurations.length > 2) {
+  console.error('usage: node bench/instructions-by-function.mjs <whole|plain|floor|parts> [<whole|plain|floor|parts>]');
+  process.exit(2);
+}
+const measured = [];
+for (const configuration of configurations) measured.push(selfCosts(await run(NAMED[configuration] ?? configuration)));
+const [first, second = new Map()] = measured;
+const names = new Set([...first.keys(), ...second.keys()]);
+const rows = [...names].map((name) => [name, (first.get(name) ?? 0) - (second.get(name) ?? 0)]).sort((a, b) => Math.abs(b[1]) - Math.abs(a[1]));
+const total = (costs) => [...costs.values()].reduce((sum, cost) => sum + cost, 0);
+console.log(`self instructions per request, windows 4-6: ${configurations.join(' minus ')} = ${Math.round(total(first) - total(second))}`);
+for (const [name, cost] of rows.slice(0, 60)) console.log(`${String(Math.round(cost)).padStart(9)}  ${name}`);
