@@ -12,6 +12,22 @@ import { join } from 'node:path';
 
 const MARK_FUNCTION = 'uv_os_getpriority';
 
+/** valgrind's arguments for `node --predictable ...nodeArgs script ...args` under callgrind, dumping at each mark into `outFile`.N. */
+export function callgrindArgs(outFile, nodeArgs, script, args) {
+  return [
+    '--tool=callgrind',
+    // V8 writes machine code at run time: valgrind must notice it.
+    '--smc-check=all-non-file',
+    `--dump-before=${MARK_FUNCTION}`,
+    `--callgrind-out-file=${outFile}`,
+    process.execPath,
+    '--predictable',
+    ...nodeArgs,
+    script,
+    ...args,
+  ];
+}
+
 /**
  * Runs `node --predictable script ...args` under callgrind, which dumps its
  * counters (and starts from zero again) before each call to os.getPriority()
@@ -23,18 +39,7 @@ const MARK_FUNCTION = 'uv_os_getpriority';
  */
 export function callgrindDumps(script, args, { env = process.env, timeoutMs, label = script, nodeArgs = [], compileOf = [] }) {
   const dir = mkdtempSync(join(tmpdir(), 'bench-callgrind-'));
-  const valgrindArgs = [
-    '--tool=callgrind',
-    // V8 writes machine code at run time: valgrind must notice it.
-    '--smc-check=all-non-file',
-    `--dump-before=${MARK_FUNCTION}`,
-    `--callgrind-out-file=${join(dir, 'out')}`,
-    process.execPath,
-    '--predictable',
-    ...nodeArgs,
-    script,
-    ...args,
-  ];
+  const valgrindArgs = callgrindArgs(join(dir, 'out'), nodeArgs, script, args);
   return new Promise((resolve, reject) => {
     const child = spawn('valgrind', valgrindArgs, { stdio: ['ignore', 'ignore', 'pipe'], env });
     let stderr = '';

@@ -17,10 +17,11 @@
 // lands: they run on behalf of the JavaScript around them. By hand, for
 // finding what to cut; no figure in BENCHMARKS.md comes from it.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { callgrindArgs } from './callgrind-run.mjs';
 import { ALL_PARTS } from './http-chain.mjs';
 
 const SETTLED_DUMPS = [8, 10, 12];
@@ -32,19 +33,7 @@ const NAMED = { whole: ALL_PARTS.join(','), plain: '', floor: 'floor' };
 function run(parts) {
   const dir = mkdtempSync(join(tmpdir(), 'bench-by-function-'));
   const script = fileURLToPath(new URL('./callgrind.mjs', import.meta.url));
-  const args = [
-    '--tool=callgrind',
-    '--smc-check=all-non-file',
-    '--dump-before=uv_os_getpriority',
-    `--callgrind-out-file=${join(dir, 'out')}`,
-    process.execPath,
-    '--predictable',
-    '--perf-basic-prof',
-    script,
-    '--measure',
-    parts,
-    ';;;;;',
-  ];
+  const args = callgrindArgs(join(dir, 'out'), ['--perf-basic-prof'], script, ['--measure', parts, ';;;;;']);
   const env = { ...process.env, BENCH_CHAIN_EXPORT_DELAY_MS: String(2 ** 31 - 1), BENCH_CHAIN_EXPORT_BATCH: '512' };
   return new Promise((resolve, reject) => {
     const child = spawn('valgrind', args, { stdio: ['ignore', 'ignore', 'pipe'], env });
