@@ -159,6 +159,23 @@ describe('undici under an active deadline', () => {
     for (const name of ['x-deadline-remaining-ms', 'x-deadline-at-ms', 'baggage']) expect([name, server.headerCount(0, name)]).toEqual([name, 1]);
   });
 
+  it('still gives the deadline headers to a request whose options lost them inside the guarded dispatch', async () => {
+    // An interceptor that rewrites the headers runs inside our wrapper's dispatch, while the call says it
+    // carries the headers already: the request channel must write them, and not take that mark for itself.
+    const stripping = (dispatch: (opts: Record<string, unknown>, handler: unknown) => boolean) => (opts: Record<string, unknown>, handler: unknown) =>
+      dispatch({ ...opts, headers: {} }, handler);
+    const agent = new undici.Agent();
+    const composed = agent.compose(stripping as never);
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+    await under(deadline, async () => {
+      await (await composed.request({ origin: server.url, path: '/stripped', method: 'GET' })).body.text();
+    });
+    await agent.close();
+    deadline.dispose();
+    expect(server.arrivals.map((a) => a.url)).toEqual(['/stripped']);
+    for (const name of ['x-deadline-remaining-ms', 'x-deadline-at-ms', 'baggage']) expect([name, server.headerCount(0, name)]).toEqual([name, 1]);
+  });
+
   it('drops the repeat a subscriber ahead of ours adds while the request is created, for fetch and undici', async () => {
     // What instrumentation-undici does when it was registered first: inject through
     // the global propagator (which includes ours) and addHeader each value, before our
