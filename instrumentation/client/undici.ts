@@ -52,6 +52,14 @@ const NO_URL: unique symbol = Symbol('dispatcher call');
 /** The `rest` of the usual call, which passes nothing after the url and options. */
 const NO_REST: readonly unknown[] = Object.freeze([]);
 
+/** `rest` (the arguments after the options) with `callback` at `index`, where the API takes its callback. */
+function withCallback(rest: readonly unknown[], index: number, callback: (error: unknown, result: unknown) => void): unknown[] {
+  const args = rest.slice(0, index);
+  args.length = index;
+  args.push(callback);
+  return args;
+}
+
 /** The call's arguments with `options` and `rest` in place of its own. */
 function rebuildArgs(shape: CallShape, options: UndiciOptions, rest: readonly unknown[]): unknown[] {
   return shape.url === NO_URL ? [options, ...rest] : [shape.url, options, ...rest];
@@ -262,30 +270,45 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
         return duplex;
       }
       const operation = `undici ${method}`;
-      const pending = invoke(original, this, shape, direct, options, rest, decision.context, call, decision.propagate) as Promise<unknown>;
-      // One promise of ours per call: settled by undici's, or earlier by an abort.
+      // One promise per request call, ours: undici is given a callback instead of
+      // making a promise of its own for us to chain on. With async hooks on
+      // (AsyncLocalStorage on Node 20) each promise also costs an init hook.
+      let resolveCall!: (result: unknown) => void;
+      let rejectCall!: (error: unknown) => void;
       const promise = new Promise<unknown>((resolve, reject) => {
-        const fail = (error: unknown) => {
-          call.apiSettled();
-          reject(error);
-        };
-        failNow = fail;
-        pending.then((result) => {
-          try {
-            const data = result as ResponseData;
-            if (api === 'request' && !call.observe) {
-              const info = (): ReplyInfo => ({ transport: 'undici', method, url: callUrl(), statusCode: data.statusCode });
-              if (claimsEarlyReject(host.settings, data.statusCode, data.headers[HEADER_DEADLINE_EXPIRED], data.headers['content-length'], info)) {
-                return void checkRejectReply(data, call, operation).then(resolve, fail);
-              }
-            }
-          } catch (error) {
-            return fail(error);
-          }
-          call.apiSettled();
-          resolve(result);
-        }, fail);
+        resolveCall = resolve;
+        rejectCall = reject;
       });
+      const fail = (error: unknown) => {
+        call.apiSettled();
+        rejectCall(error);
+      };
+      failNow = fail;
+      const onReply = (error: unknown, result: unknown): void => {
+        if (error != null) return fail(error);
+        try {
+          const data = result as ResponseData;
+          if (api === 'request' && !call.observe) {
+            const info = (): ReplyInfo => ({ transport: 'undici', method, url: callUrl(), statusCode: data.statusCode });
+            if (claimsEarlyReject(host.settings, data.statusCode, data.headers[HEADER_DEADLINE_EXPIRED], data.headers['content-length'], info)) {
+              return void checkRejectReply(data, call, operation).then(resolveCall, fail);
+            }
+          }
+        } catch (error) {
+          return fail(error);
+        }
+        call.apiSettled();
+        resolveCall(result);
+      };
+      try {
+        // undici's top-level stream(url, opts, factory) passes no callback on: only request takes ours.
+        if (api === 'request') invoke(original, this, shape, direct, options, withCallback(rest, callbackIndex, onReply), decision.context, call, decision.propagate);
+        else (invoke(original, this, shape, direct, options, rest, decision.context, call, decision.propagate) as Promise<unknown>).then((result) => onReply(null, result), fail);
+      } catch (error) {
+        // Thrown before undici took the request (a bad URL or option): nothing is in flight.
+        call.apiSettled();
+        throw error;
+      }
       if (!hasCallback) return promise;
       promise.then(
         (result) => (callback as AnyFunction)(null, result),

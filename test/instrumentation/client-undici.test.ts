@@ -237,6 +237,17 @@ describe('undici under an active deadline', () => {
     expect(server.arrivals).toHaveLength(0);
   });
 
+  it('leaves nothing armed on the deadline when undici throws before taking the request', async () => {
+    const deadline = openDeadline({ operation: 'root', timeoutMs: 60_000, parent: null });
+    // The request wrapper's abort subscription on the deadline: it must be gone once the call threw.
+    const subscribers = () => (deadline as unknown as { abortSubscribers?: Set<unknown> }).abortSubscribers?.size ?? 0;
+    const thrown = await under(deadline, () => Promise.resolve().then(() => undici.request('ftp://127.0.0.1/x')).catch((e: unknown) => e));
+    expect((thrown as Error).name).toMatch(/InvalidArgumentError|TypeError/);
+    expect(subscribers()).toBe(0);
+    deadline.dispose();
+    expect(server.arrivals).toHaveLength(0);
+  });
+
   it('refuses every API before any connection once the deadline has passed', async () => {
     const before = server.connections;
     const deadline = await passedDeadline('root');
