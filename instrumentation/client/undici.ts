@@ -52,14 +52,6 @@ const NO_URL: unique symbol = Symbol('dispatcher call');
 /** The `rest` of the usual call, which passes nothing after the url and options. */
 const NO_REST: readonly unknown[] = Object.freeze([]);
 
-/** `rest` (the arguments after the options) with `callback` at `index`, where the API takes its callback. */
-function withCallback(rest: readonly unknown[], index: number, callback: (error: unknown, result: unknown) => void): unknown[] {
-  const args = rest.slice(0, index);
-  args.length = index;
-  args.push(callback);
-  return args;
-}
-
 /** The call's arguments with `options` and `rest` in place of its own. */
 function rebuildArgs(shape: CallShape, options: UndiciOptions, rest: readonly unknown[]): unknown[] {
   return shape.url === NO_URL ? [options, ...rest] : [shape.url, options, ...rest];
@@ -192,6 +184,10 @@ function invoke(
       return callOriginal(original, self, rebuildArgs(shape, { ...shape.options, ...options }, rest), ctx);
     }
     return context.with(ctx, () => direct.apiFn.call(direct.getGlobalDispatcher(), literal, ...rest));
+  } catch (error) {
+    // Thrown before undici took the request (a bad URL or option): nothing is in flight.
+    call.apiSettled();
+    throw error;
   } finally {
     call.writingDeadlineHeaders = false;
   }
@@ -270,9 +266,9 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
         return duplex;
       }
       const operation = `undici ${method}`;
-      // One promise per request call, ours: undici is given a callback instead of
-      // making a promise of its own for us to chain on. With async hooks on
-      // (AsyncLocalStorage on Node 20) each promise also costs an init hook.
+      // For request, one promise per call, ours: undici is given a callback
+      // instead of making a promise of its own for us to chain on. With async
+      // hooks on (AsyncLocalStorage on Node 20) each promise costs an init hook.
       let resolveCall!: (result: unknown) => void;
       let rejectCall!: (error: unknown) => void;
       const promise = new Promise<unknown>((resolve, reject) => {
@@ -300,15 +296,10 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
         call.apiSettled();
         resolveCall(result);
       };
-      try {
-        // undici's top-level stream(url, opts, factory) passes no callback on: only request takes ours.
-        if (api === 'request') invoke(original, this, shape, direct, options, withCallback(rest, callbackIndex, onReply), decision.context, call, decision.propagate);
-        else (invoke(original, this, shape, direct, options, rest, decision.context, call, decision.propagate) as Promise<unknown>).then((result) => onReply(null, result), fail);
-      } catch (error) {
-        // Thrown before undici took the request (a bad URL or option): nothing is in flight.
-        call.apiSettled();
-        throw error;
-      }
+      // request(opts, callback) sends its reply to the callback right after the options; undici's
+      // top-level stream(url, opts, factory) passes no callback on, so stream keeps undici's promise.
+      if (api === 'request') invoke(original, this, shape, direct, options, [onReply], decision.context, call, decision.propagate);
+      else (invoke(original, this, shape, direct, options, rest, decision.context, call, decision.propagate) as Promise<unknown>).then((result) => onReply(null, result), fail);
       if (!hasCallback) return promise;
       promise.then(
         (result) => (callback as AnyFunction)(null, result),

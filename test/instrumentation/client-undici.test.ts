@@ -241,8 +241,13 @@ describe('undici under an active deadline', () => {
     const deadline = openDeadline({ operation: 'root', timeoutMs: 60_000, parent: null });
     // The request wrapper's abort subscription on the deadline: it must be gone once the call threw.
     const subscribers = () => (deadline as unknown as { abortSubscribers?: Set<unknown> }).abortSubscribers?.size ?? 0;
-    const thrown = await under(deadline, () => Promise.resolve().then(() => undici.request('ftp://127.0.0.1/x')).catch((e: unknown) => e));
-    expect((thrown as Error).name).toMatch(/InvalidArgumentError|TypeError/);
+    const thrown = await under(deadline, () =>
+      Promise.all([
+        Promise.resolve().then(() => undici.request('ftp://127.0.0.1/x')).catch((e: unknown) => e),
+        Promise.resolve().then(() => undici.pipeline('ftp://127.0.0.1/x', { method: 'GET' }, ({ body }) => body)).catch((e: unknown) => e),
+      ]),
+    );
+    for (const error of thrown) expect((error as Error).name).toMatch(/InvalidArgumentError|TypeError/);
     expect(subscribers()).toBe(0);
     deadline.dispose();
     expect(server.arrivals).toHaveLength(0);
