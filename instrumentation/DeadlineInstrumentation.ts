@@ -7,7 +7,8 @@ import { InstrumentationBase, InstrumentationNodeModuleDefinition } from '@opent
 import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
 import { onSpanStartedUnderDeadline } from '../src/processor/started-spans';
 import { resolveConfig, type ResolvedConfig } from './config';
-import { CALL_KEY, type OutgoingCall } from './client/call';
+import type { OutgoingCall } from './client/call';
+import { outgoingCallOf } from '../src/context';
 import { subscribeUndiciChannels } from './client/channels';
 import { makeFetchWrapper } from './client/fetch';
 import { makeHttpWrapper } from './client/http';
@@ -29,7 +30,7 @@ const UNDICI_APIS = ['request', 'stream', 'pipeline'] as const;
 /** A call object from the context a transport hook runs in, or from the request it was made with. */
 function callIn(request?: object): OutgoingCall | undefined {
   const fromRequest = request === undefined ? undefined : requestCalls.get(request);
-  const value = fromRequest ?? context.active().getValue(CALL_KEY);
+  const value = fromRequest ?? outgoingCallOf(context.active());
   return typeof value === 'object' && value !== null ? (value as OutgoingCall) : undefined;
 }
 

@@ -2,6 +2,8 @@ import { context, createContextKey, propagation, type Baggage, type Context } fr
 import type { Deadline } from './deadline';
 import { BAGGAGE_DEADLINE_KEY } from './attributes';
 import { DeadlineOnlyBaggage } from './deadline-baggage';
+import { OutgoingCallBaggage } from './outgoing-call-baggage';
+import { parseIntegerMs } from './propagation/parse';
 
 /**
  * Registered with Symbol.for so that two copies of this package (CJS and ESM,
@@ -20,12 +22,22 @@ export function getDeadline(ctx: Context = context.active()): Deadline | undefin
  * ours still sends it, and the user's own entries are kept.
  */
 export function setDeadline(ctx: Context, deadline: Deadline): Context {
-  const atMs = String(Math.floor(deadline.expiresAtMs));
+  const atMs = Math.floor(deadline.expiresAtMs);
   const current = propagation.getBaggage(ctx);
   if (current === undefined) return setValueAndBaggage(ctx, DEADLINE_KEY, deadline, new DeadlineOnlyBaggage(atMs));
   // Baggage extracted from the same caller often holds this very cutoff already.
-  if (current.getEntry(BAGGAGE_DEADLINE_KEY)?.value === atMs) return ctx.setValue(DEADLINE_KEY, deadline);
-  return setValueAndBaggage(ctx, DEADLINE_KEY, deadline, current.setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs }));
+  if (isBaggageValueOf(current.getEntry(BAGGAGE_DEADLINE_KEY)?.value, atMs)) return ctx.setValue(DEADLINE_KEY, deadline);
+  return setValueAndBaggage(ctx, DEADLINE_KEY, deadline, current.setEntry(BAGGAGE_DEADLINE_KEY, { value: String(atMs) }));
+}
+
+/**
+ * True when `value` is exactly how String prints the whole number `ms`
+ * (digits, no leading zero), compared without printing `ms`: see
+ * DeadlineOnlyBaggage for what printing a 13-digit number costs.
+ */
+function isBaggageValueOf(value: string | undefined, ms: number): boolean {
+  if (value === undefined || value.length === 0 || (value.charCodeAt(0) === 48 /* 0 */ && value.length > 1)) return false;
+  return parseIntegerMs(value) === ms;
 }
 
 /** For setValueAndBaggage: remove the baggage instead of setting it. */
@@ -79,8 +91,40 @@ export interface DeadlineHeaderWriter {
  * same headers again for them to be dropped as repeats.
  */
 export function isWritingDeadlineHeaders(ctx: Context): boolean {
-  const call = ctx.getValue(OUTGOING_CALL_KEY) as Partial<DeadlineHeaderWriter> | symbol | undefined;
+  const call = outgoingCallOf(ctx) as Partial<DeadlineHeaderWriter> | symbol | undefined;
   return typeof call === 'object' && call !== null && call.writingDeadlineHeaders === true;
+}
+
+/**
+ * @internal The outgoing call `ctx` was made for: the value under
+ * OUTGOING_CALL_KEY, else the call an OutgoingCallBaggage carries (see
+ * withOutgoingCall). The key wins: it is only ever set later than such a
+ * baggage, for a call made from inside another call's transport.
+ */
+export function outgoingCallOf(ctx: Context): unknown {
+  const value = ctx.getValue(OUTGOING_CALL_KEY);
+  if (value !== undefined) return value;
+  const bag = propagation.getBaggage(ctx);
+  return bag instanceof OutgoingCallBaggage ? bag.call : undefined;
+}
+
+/**
+ * @internal `ctx` for the transport of `call`, without baggage that holds only
+ * the deadline entry (the call's headers carry it). When `ctx` has that
+ * baggage and no outgoing call yet, one baggage stands for both changes: one
+ * context copy instead of two (OutgoingCallBaggage).
+ */
+export function withOutgoingCall(ctx: Context, call: object): Context {
+  const bag = propagation.getBaggage(ctx);
+  if (!(bag instanceof DeadlineOnlyBaggage)) return ctx.setValue(OUTGOING_CALL_KEY, call);
+  if (ctx.getValue(OUTGOING_CALL_KEY) === undefined) return propagation.setBaggage(ctx, new OutgoingCallBaggage(call));
+  return setValueAndBaggage(ctx, OUTGOING_CALL_KEY, call, DELETE_BAGGAGE);
+}
+
+/** @internal `ctx` without any outgoing call (the key, or a baggage standing for it). */
+export function withoutOutgoingCall(ctx: Context): Context {
+  const cleared = ctx.getValue(OUTGOING_CALL_KEY) === undefined ? ctx : ctx.deleteValue(OUTGOING_CALL_KEY);
+  return propagation.getBaggage(cleared) instanceof OutgoingCallBaggage ? propagation.deleteBaggage(cleared) : cleared;
 }
 
 /** Shared by every copy of the package, like DEADLINE_KEY. */
@@ -121,7 +165,7 @@ export function isDeadlineOffWire(ctx: Context): boolean {
  * propagator then writes the header itself instead of running the codec.
  */
 export function isDeadlineOnlyBaggage(bag: Baggage): boolean {
-  if (bag instanceof DeadlineOnlyBaggage) return true;
+  if (bag instanceof DeadlineOnlyBaggage || bag instanceof OutgoingCallBaggage) return true;
   for (const [key] of bag.getAllEntries()) if (key !== BAGGAGE_DEADLINE_KEY) return false;
   return true;
 }

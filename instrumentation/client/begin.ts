@@ -1,8 +1,7 @@
-import { propagation, SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
-import { DELETE_BAGGAGE, getDeadline, setValueAndBaggage, withDeadlineOffWire, withDeadlineOnWire, withoutDeadline } from '../../src/context';
-import { DeadlineOnlyBaggage } from '../../src/deadline-baggage';
+import { getDeadline, withDeadlineOffWire, withDeadlineOnWire, withOutgoingCall, withoutDeadline } from '../../src/context';
 import { DeadlineNode, type Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineExceededError, errorForAbort, InsufficientBudgetError } from '../../src/errors';
 import { endRefusedSpan } from '../../src/open';
@@ -77,7 +76,9 @@ export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: C
     }
   }
   const observe = settings.mode === 'observe';
-  const refusal = refusalFor(deadline, `${request.transport} ${request.method}`, settings.minUsefulMs);
+  // The operation's name (a new string) only for a refusal.
+  const left = budgetLeft(deadline);
+  const refusal = mayStart(left, settings.minUsefulMs) ? undefined : refusalAt(deadline, left, `${request.transport} ${request.method}`, settings.minUsefulMs);
   if (refusal !== undefined && !observe) return { kind: 'refuse', error: refusal };
   const call = new OutgoingCall({
     deadline,
@@ -103,9 +104,7 @@ function transportContext(ctx: Context, call: OutgoingCall, propagate: boolean):
   // Not for this host: the guard still holds, but no propagator in the transport writes the deadline.
   if (!propagate) return withDeadlineOffWire(ctx.setValue(CALL_KEY, call));
   // Made where an earlier call to an unlisted host left its mark (a node:http response callback): this host is listed.
-  const onWire = withDeadlineOnWire(ctx);
-  const bag = propagation.getBaggage(onWire);
-  return bag instanceof DeadlineOnlyBaggage ? setValueAndBaggage(onWire, CALL_KEY, call, DELETE_BAGGAGE) : onWire.setValue(CALL_KEY, call);
+  return withOutgoingCall(withDeadlineOnWire(ctx), call);
 }
 
 /** The client span already covering this call, if the caller is inside one (an outer http instrumentation's). */

@@ -2,8 +2,8 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import type { Socket } from 'node:net';
 import { context } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
-import { getDeadline } from '../../src/context';
-import { CALL_KEY, IGNORED_CALL, type OutgoingCall } from './call';
+import { getDeadline, outgoingCallOf } from '../../src/context';
+import { IGNORED_CALL, type OutgoingCall } from './call';
 import { baggageWithoutDeadline, hasHeader, isDeadlineHeaderName, repeatsDeadlineHeader, settleUndiciRequestHeaders, stripDeadlineHeadersInList } from './headers';
 import { HEADER_BAGGAGE } from '../../src/attributes';
 import { RequestClassPatcher } from './request-class';
@@ -58,7 +58,7 @@ function dropOffList(request: UndiciRequest, name: unknown, value: unknown): boo
 
 /** True while a guarded call (ours, with the deadline headers in its options) is being dispatched. */
 function inGuardedCall(): boolean {
-  const marker = context.active().getValue(CALL_KEY) as OutgoingCall | typeof IGNORED_CALL | undefined;
+  const marker = outgoingCallOf(context.active()) as OutgoingCall | typeof IGNORED_CALL | undefined;
   return marker !== undefined && marker !== IGNORED_CALL && !marker.settled;
 }
 
@@ -128,7 +128,7 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
   const onCreate = (message: unknown) => {
     const { request } = message as RequestMessage;
     const ctx = context.active();
-    const marker = ctx.getValue(CALL_KEY) as OutgoingCall | typeof IGNORED_CALL | undefined;
+    const marker = outgoingCallOf(ctx) as OutgoingCall | typeof IGNORED_CALL | undefined;
     if (marker === IGNORED_CALL) return;
     requestClasses.patchClassOf(request);
     const call = marker !== undefined && !marker.settled ? marker : undefined;

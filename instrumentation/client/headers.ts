@@ -1,6 +1,8 @@
-import { defaultTextMapSetter, type Context } from '@opentelemetry/api';
-import { isWritingDeadlineHeaders, OUTGOING_CALL_KEY, withDeadlineOnWire } from '../../src/context';
+import { defaultTextMapSetter, propagation, type Context } from '@opentelemetry/api';
+import { isTracingSuppressed } from '@opentelemetry/core';
+import { getDeadline, isDeadlineOnlyBaggage, isWritingDeadlineHeaders, withDeadlineOnWire, withoutOutgoingCall } from '../../src/context';
 import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
+import { CutoffText, remainingText } from '../../src/propagation/cutoff-text';
 import { BAGGAGE_DEADLINE_KEY, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
 
 /**
@@ -15,6 +17,7 @@ import { BAGGAGE_DEADLINE_KEY, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS
  */
 
 const propagator = new DeadlinePropagator();
+const cutoffText = new CutoffText();
 const REPLACED = new Set([HEADER_REMAINING_MS, HEADER_AT_MS]);
 /** Names a later injector must not add again once ours are in (see guardUndiciRequest). */
 export const DEADLINE_HEADER_NAMES: ReadonlySet<string> = new Set([HEADER_REMAINING_MS, HEADER_AT_MS, HEADER_BAGGAGE]);
@@ -28,10 +31,29 @@ interface DeadlineHeaderValues {
 
 /** The header values for a call this package guards and has decided to send the deadline with (propagateTo). */
 function valuesFor(ctx: Context): DeadlineHeaderValues | undefined {
-  const out: Record<string, string> = {};
   const onWire = withDeadlineOnWire(ctx);
+  return deadlineOnlyValues(onWire) ?? injectedValues(onWire);
+}
+
+/**
+ * The usual case, a context whose baggage holds nothing but the deadline (or
+ * no baggage): the values straight from the deadline, what inject would
+ * write, without going through a carrier. undefined for anything else.
+ */
+function deadlineOnlyValues(ctx: Context): DeadlineHeaderValues | undefined {
+  if (isTracingSuppressed(ctx)) return undefined;
+  const deadline = getDeadline(ctx);
+  const bag = propagation.getBaggage(ctx);
+  if (deadline === undefined || (bag !== undefined && !isDeadlineOnlyBaggage(bag))) return undefined;
+  const text = cutoffText.of(deadline.expiresAtMs);
+  return { remaining: remainingText(deadline), atMs: text.atMs, baggage: text.baggage };
+}
+
+/** The values inject writes for `onWire`, user baggage merged through the W3C codec. */
+function injectedValues(onWire: Context): DeadlineHeaderValues | undefined {
+  const out: Record<string, string> = {};
   // Asked from inside a dispatch whose guard put the headers in already, and found them missing: write them anyway.
-  propagator.inject(isWritingDeadlineHeaders(onWire) ? onWire.deleteValue(OUTGOING_CALL_KEY) : onWire, out, defaultTextMapSetter);
+  propagator.inject(isWritingDeadlineHeaders(onWire) ? withoutOutgoingCall(onWire) : onWire, out, defaultTextMapSetter);
   const remaining = out[HEADER_REMAINING_MS];
   const atMs = out[HEADER_AT_MS];
   if (remaining === undefined || atMs === undefined) return undefined;

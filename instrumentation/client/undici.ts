@@ -265,7 +265,6 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
         duplex.once('close', () => call.apiSettled());
         return duplex;
       }
-      const operation = `undici ${method}`;
       // For request, one promise per call, ours: undici is given a callback
       // instead of making a promise of its own for us to chain on. With async
       // hooks on (AsyncLocalStorage on Node 20) each promise costs an init hook.
@@ -287,7 +286,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
           if (api === 'request' && !call.observe) {
             const info = (): ReplyInfo => ({ transport: 'undici', method, url: callUrl(), statusCode: data.statusCode });
             if (claimsEarlyReject(host.settings, data.statusCode, data.headers[HEADER_DEADLINE_EXPIRED], data.headers['content-length'], info)) {
-              return void checkRejectReply(data, call, operation).then(resolveCall, fail);
+              return void checkRejectReply(data, call, `undici ${method}`).then(resolveCall, fail);
             }
           }
         } catch (error) {

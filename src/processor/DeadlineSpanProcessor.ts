@@ -279,11 +279,15 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   }
 
   private keepState(span: object, state: SpanState): void {
-    if (Object.isExtensible(span)) (span as { [key: symbol]: SpanState })[this.stateKey] = state;
-    else {
-      this.anySealed = true;
-      this.sealedSpanStates.set(span, state);
+    // A store that fails throws in strict code (this module is): cheaper than asking Object.isExtensible first.
+    try {
+      (span as { [key: symbol]: SpanState })[this.stateKey] = state;
+      return;
+    } catch {
+      // A sealed or frozen span: kept aside.
     }
+    this.anySealed = true;
+    this.sealedSpanStates.set(span, state);
   }
 
   private violationsAtEnd(state: SpanState, outcome: DeadlineOutcome, overrunMs: number): readonly DeadlineViolation[] {

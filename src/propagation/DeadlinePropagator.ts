@@ -20,7 +20,7 @@ import {
   HEADER_REMAINING_MS,
   HEADER_RUN_DEADLINE_MS,
 } from '../attributes';
-import { CutoffText } from './cutoff-text';
+import { CutoffText, remainingText } from './cutoff-text';
 import { smallestBaggageMs, smallestGrpcTimeout, smallestIntegerMs, type HeaderValue } from './parse';
 
 /**
@@ -148,7 +148,7 @@ export class DeadlinePropagator implements TextMapPropagator {
       if (deadline === undefined) return;
       const text = this.cutoffText.of(deadline.expiresAtMs);
       const atMs = text.atMs;
-      setter.set(carrier, HEADER_REMAINING_MS, String(Math.floor(deadline.remainingMs())));
+      setter.set(carrier, HEADER_REMAINING_MS, remainingText(deadline));
       setter.set(carrier, HEADER_AT_MS, atMs);
       const bag = propagation.getBaggage(ctx);
       if (bag === undefined || isDeadlineOnlyBaggage(bag)) {

@@ -1,4 +1,5 @@
 import { BAGGAGE_DEADLINE_KEY } from '../attributes';
+import type { Deadline } from '../deadline';
 
 /** The wire text of one cutoff: `x-deadline-at-ms` and the baggage member `deadline.at_ms=<ms>`. */
 export interface CutoffStrings {
@@ -28,4 +29,9 @@ export class CutoffText {
     }
     return this.strings;
   }
+}
+
+/** The `x-deadline-remaining-ms` value for `deadline`: whole ms left now. */
+export function remainingText(deadline: Deadline): string {
+  return String(Math.floor(deadline.remainingMs()));
 }
