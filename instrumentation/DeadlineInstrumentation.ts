@@ -98,6 +98,8 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
    * `expired` / `completed` from the deadline.
    */
   readonly httpRequestHook = (span: Span, request: object): void => {
+    // instrumentation-http calls it for incoming requests too, with their server span: no outgoing call is made there.
+    if (request instanceof http.IncomingMessage) return;
     callIn(request)?.addSpan(span);
   };
 
