@@ -18,20 +18,45 @@
 // timing would otherwise change what the main thread does), the batch span
 // processor exports only full batches of 512 (no timer), and requests carry a
 // budget valgrind's slowdown cannot use up. The figures are instructions, not
-// time: garbage collection and compilation are in them, cache misses and
-// waits are not.
+// time: scavenges and compilation are in them, cache misses and waits are not.
+//
+// Two things keep the counts from depending on the machine's speed, which
+// under valgrind they otherwise did (GC_ARGS):
+// - No full (mark-compact) collection falls in any window. V8 sizes the old
+//   generation after each one from how fast the collector and the program ran
+//   in wall-clock time, and its memory reducer starts one on a timer. Under
+//   valgrind, where a run lasts minutes, that put a full collection in one
+//   window of a run and in the next window of another run of the same build
+//   (it cost about 640,000 instructions per request of its window on Node
+//   24), so one window of three settled ones decided the figure. The old space
+//   starts at 1 GiB, and the memory reducer is off: a run of this length never
+//   fills it (it ends near 200 MB). Run natively, the chain makes no full
+//   collection after start-up within as many requests either.
+// - The settled windows come after SETTLE_REQUESTS requests more, run with
+//   callgrind's instrumentation switched off (callgrind_control -i off/on;
+//   fast, and not counted). V8 13 (Node 24) keeps tiering code up for some
+//   20,000 requests: without that stretch its windows 4 to 6 still spent
+//   90,000 to 130,000 instructions per request compiling, and what they ran
+//   was still getting cheaper from window to window.
 //
 // Run as a script (`node bench/callgrind.mjs --measure PARTS [OMIT;OMIT;...]`)
 // it is the child under callgrind.
 import { cpus, getPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { callgrindDumps } from './callgrind-run.mjs';
+import { spawnSync } from 'node:child_process';
+import { callgrindArgs, callgrindDumps } from './callgrind-run.mjs';
 import { floorOmissions, startChain } from './http-chain.mjs';
 import { drive } from './socket-driver.mjs';
 
 export const SHORT = 500;
 export const LONG = 1500;
 export const WARMUP_REQUESTS = 300;
+/** Segments counted before the uncounted stretch; the later ones are the settled windows. */
+export const SETTLE_AFTER_SEGMENTS = 3;
+/** Requests of the uncounted stretch (BENCH_INSTR_SETTLE to change it; 0 for none). */
+export const SETTLE_REQUESTS = Number(process.env.BENCH_INSTR_SETTLE ?? 20_000);
+/** V8 flags of every chain process under callgrind: no full collection in any window (see above). */
+export const GC_ARGS = ['--initial-old-space-size=1024', '--no-memory-reducer'];
 /** Requests run about 100 times slower under valgrind: a budget the chain cannot use up. */
 const BUDGET_MS = 600_000;
 /** A run under callgrind takes minutes on an idle machine, far longer on a loaded one; a run past this is stuck. */
@@ -42,7 +67,13 @@ async function measure(parts, segments) {
   const port = await startChain(parts);
   await drive(port, WARMUP_REQUESTS, BUDGET_MS);
   const fixed = new Set(floorOmissions);
+  let segment = 0;
   for (const omit of segments) {
+    if (segment++ === SETTLE_AFTER_SEGMENTS && SETTLE_REQUESTS > 0) {
+      switchInstrumentation('off');
+      await drive(port, SETTLE_REQUESTS, BUDGET_MS);
+      switchInstrumentation('on');
+    }
     floorOmissions.clear();
     for (const piece of [...fixed, ...omit]) floorOmissions.add(piece);
     // No gc() at the marks: tried, and a forced full collection made the
@@ -55,24 +86,54 @@ async function measure(parts, segments) {
   process.exit(0);
 }
 
+/** Switches callgrind's counting for this process off or on; throws if callgrind_control fails. */
+function switchInstrumentation(state) {
+  const control = spawnSync('callgrind_control', ['-i', state, String(process.pid)], { encoding: 'utf8', timeout: 120_000 });
+  if (control.status !== 0 || !/OK/.test(control.stdout)) {
+    throw new Error(`callgrind_control -i ${state} failed (status ${control.status}): ${control.stdout}${control.stderr}`);
+  }
+}
+
 /**
- * Runs one configuration under callgrind and resolves with, for each of its
- * segments (one segment unless `segments` says more), the instructions per
- * request (`total`) and how many of them V8 spent compiling optimized code
- * (`compile`, from Runtime_CompileOptimized: see compileInstructions).
+ * The valgrind arguments of one chain process under callgrind, dumping into
+ * `outFile`.N: `segments` as for countWindows, `nodeArgs` added to GC_ARGS.
  */
-export async function countWindows(parts, segments = [[]]) {
+export function chainCallgrindArgs(outFile, parts, segments, nodeArgs = []) {
+  return callgrindArgs(outFile, [...GC_ARGS, ...nodeArgs], fileURLToPath(import.meta.url), measureArgs(parts, segments));
+}
+
+/** The child's own arguments: `--measure PARTS OMIT;OMIT;...` (see the end of this file). */
+function measureArgs(parts, segments) {
+  return ['--measure', parts.join(','), segments.map((omit) => omit.join(',')).join(';')];
+}
+
+/** The environment of a chain process under callgrind (see countWindows). */
+export function chainEnv() {
   // Batches leave when full, every 512 spans (the SDK's default batch size):
   // the heap then holds a bounded number of ended spans and each request
   // costs the same, where 4,096-span batches made garbage collection a
   // step function of the request count.
-  const env = { ...process.env, BENCH_CHAIN_EXPORT_DELAY_MS: String(2 ** 31 - 1), BENCH_CHAIN_EXPORT_BATCH: '512' };
-  const args = ['--measure', parts.join(','), segments.map((omit) => omit.join(',')).join(';')];
+  return { ...process.env, BENCH_CHAIN_EXPORT_DELAY_MS: String(2 ** 31 - 1), BENCH_CHAIN_EXPORT_BATCH: '512' };
+}
+
+/**
+ * Runs one configuration under callgrind and resolves with, for each of its
+ * segments (one segment unless `segments` says more), the instructions per
+ * request (`total`) and how many of them V8 spent compiling optimized code
+ * (`compile`: see compileInstructions in callgrind-run.mjs).
+ */
+export async function countWindows(parts, segments = [[]]) {
   // out.1: start-up to the first mark; then, per segment, the measured
   // requests (out.2, out.4, ...) and what lies before the next segment's
   // first mark (out.3, ...).
   const measured = segments.map((_, k) => 2 * k + 1);
-  const dumps = await callgrindDumps(fileURLToPath(import.meta.url), args, { env, timeoutMs: RUN_TIMEOUT_MS, label: `[${parts}]`, compileOf: measured });
+  const dumps = await callgrindDumps(fileURLToPath(import.meta.url), measureArgs(parts, segments), {
+    env: chainEnv(),
+    nodeArgs: GC_ARGS,
+    timeoutMs: RUN_TIMEOUT_MS,
+    label: `[${parts}]`,
+    compileOf: measured,
+  });
   return measured.map((index) => {
     if (dumps[index] === undefined) throw new Error(`callgrind run [${parts}]: no dump out.${index + 1}`);
     return { total: dumps[index].total / (LONG - SHORT), compile: dumps[index].compile / (LONG - SHORT) };

@@ -17,9 +17,12 @@
 // 1,500 requests after 300 warm-up requests); it is mostly V8 compiling the
 // code it has just found hot, a cost paid once per process that grows with the
 // amount of hot code. The windows go on until that has settled: callgrind
-// counts the compilation in each window too (Runtime_CompileOptimized), and
-// the "settled" figure is the mean of the last three windows without it, what
-// every further request costs. Garbage collection stays in every figure. With
+// counts the compilation in each window too (compileInstructions in
+// callgrind-run.mjs), the last three windows come after a stretch of requests
+// run uncounted (SETTLE_REQUESTS in callgrind.mjs: V8 13 takes that long to
+// stop tiering up), and the "settled" figure is the mean of those three
+// without compilation, what every further request costs. Scavenges stay in
+// every figure; no full collection falls in a window (GC_ARGS). With
 // BENCH_INSTR_FLOOR=1 the floor's run then prices each of its pieces: in
 // later windows of the same process, one piece at a time is left out, and the
 // piece costs what the floor saves without it, both without compilation. A
@@ -27,9 +30,13 @@
 //
 // Needs valgrind (Debian package `valgrind`). Prints a Markdown section between
 // <!-- bench:http:instructions --> markers, and with BENCH_INSTR_FLOOR=1 a
-// second one between <!-- bench:http:floor --> markers.
+// second one between <!-- bench:http:floor --> markers. With
+// BENCH_INSTR_RAW=FILE it also writes the counted windows to FILE as JSON;
+// `node bench/http-instructions.bench.mjs --render FILE` prints the sections
+// from such a file again without counting.
 import { ALL_PARTS } from './http-chain.mjs';
-import { instructionsPerRequest, LONG, SHORT, WARMUP_REQUESTS } from './callgrind.mjs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { instructionsPerRequest, LONG, SETTLE_REQUESTS, SHORT, WARMUP_REQUESTS } from './callgrind.mjs';
 import { fmt } from './stats.mjs';
 
 /** The plugin may add at most this share of OTel's own added instructions (issue 16 §4). */
@@ -72,8 +79,21 @@ const mean = (values) => values.reduce((a, b) => a + b, 0) / values.length;
 
 const pct = (x) => `${fmt(100 * x, 1)}%`;
 
+/** The counted windows: from a file written with BENCH_INSTR_RAW (--render FILE), or counted now. */
+async function countedRuns() {
+  if (process.argv[2] === '--render') return JSON.parse(readFileSync(process.argv[3], 'utf8'));
+  const counted = {
+    node: process.version,
+    settleRequests: SETTLE_REQUESTS,
+    runs: await instructionsPerRequest(CONFIGURATIONS),
+  };
+  if (process.env.BENCH_INSTR_RAW) writeFileSync(process.env.BENCH_INSTR_RAW, `${JSON.stringify(counted)}\n`);
+  return counted;
+}
+
 async function main() {
-  const runs = await instructionsPerRequest(CONFIGURATIONS);
+  const { node, settleRequests, runs } = await countedRuns();
+  const piecesCounted = runs[3].length > WINDOWS;
   const early = runs.map((windows) => windows[0].total);
   const earlyCompile = runs.map((windows) => windows[0].compile);
   const steady = runs.map((windows) => windows[1].total);
@@ -82,7 +102,8 @@ async function main() {
   const otel = (v) => v[1] - v[0];
   const share = (v, i) => (v[i] - v[1]) / otel(v);
   const verdict = (v) => (share(v, 2) <= GOAL_SHARE ? 'met' : 'NOT met');
-  const lastWindow = WARMUP_REQUESTS + (WINDOWS - 1) * LONG;
+  const settledFrom = WARMUP_REQUESTS + SETTLED_FROM * LONG + settleRequests;
+  const lastWindow = settledFrom + (WINDOWS - SETTLED_FROM - 1) * LONG;
   const lines = [
     '<!-- bench:http:instructions -->',
     '### HTTP chain in instructions (`npm run bench:http:instructions`)',
@@ -92,11 +113,14 @@ async function main() {
     `instructions between the ${fmt(SHORT)}th and the ${fmt(LONG)}th reply of each: ${fmt(LONG - SHORT)} requests, driver included.`,
     `"Early" is the first window (requests ${fmt(WARMUP_REQUESTS + SHORT)} to ${fmt(WARMUP_REQUESTS + LONG)}: issue 16's "difference between 500 and 1,500`,
     `requests"), "steady" the second (requests ${fmt(WARMUP_REQUESTS + LONG + SHORT)} to ${fmt(WARMUP_REQUESTS + 2 * LONG)}). Both still pay for V8 compiling the code it has`,
-    `just found hot (the "JIT" column: Runtime_CompileOptimized), once per process. "Settled" is what each further request`,
-    `costs: the mean of windows ${SETTLED_FROM + 1} to ${WINDOWS} (requests ${fmt(WARMUP_REQUESTS + SETTLED_FROM * LONG + SHORT)} to ${fmt(lastWindow + LONG)}) without that compilation`,
-    `(${fmt(settledCompile[2])} instructions per request left in the plugin's, ${fmt(settledCompile[1])} in the plain chain's). Garbage collection is in`,
-    'every figure. Batches of 512 spans are exported when full and metrics never (no export timer). Instructions do not',
-    `depend on what else the machine runs; they leave out cache misses, waits and the work of GC helper threads. Node ${process.version}.`,
+    `just found hot (the "JIT" column: Compiler::CompileOptimized and its OSR form, TurboFan and Maglev), once per process.`,
+    `After window ${SETTLED_FROM}, ${fmt(settleRequests)} more requests run uncounted (callgrind's instrumentation switched off), because V8 13`,
+    'goes on tiering code up for that long. "Settled" is what each further request costs: the mean of windows',
+    `${SETTLED_FROM + 1} to ${WINDOWS} (requests ${fmt(settledFrom + SHORT)} to ${fmt(lastWindow + LONG)}) without compilation (${fmt(settledCompile[2])} instructions per request`,
+    `were still compiling in the plugin's, ${fmt(settledCompile[1])} in the plain chain's). Scavenges are in every figure; no full collection falls in`,
+    'any window (the old space starts at 1 GiB and the memory reducer is off: where V8 put one otherwise depended on how',
+    'fast the machine ran). Batches of 512 spans are exported when full and metrics never (no export timer). Instructions',
+    `do not depend on what else the machine runs; they leave out cache misses and waits. Node ${node}.`,
     '',
     "| configuration | early | of which JIT | share of OTel's own added cost | steady | share | settled | over plain | share of OTel's own added cost |",
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
@@ -110,10 +134,10 @@ async function main() {
     `(goal ≤ ${fmt(100 * GOAL_SHARE)}%: ${verdict(early)} early, ${verdict(steady)} steady, ${verdict(settled)} settled); the contract floor ${pct(share(early, 3))}, ${pct(share(steady, 3))} and ${pct(share(settled, 3))}.`,
     `As CPU-bound throughput ratios (plain / configuration), the whole plugin ${fmt(early[1] / early[2], 3)} early, ${fmt(steady[1] / steady[2], 3)} steady and ${fmt(settled[1] / settled[2], 3)} settled.`,
     'The contract floor (bench/contract-floor.mjs) is not the package: bare stand-ins for the least work the deadline',
-    `contract adds, with no validation and no abort handling${PIECE_BY_PIECE ? '; the next section prices it piece by piece' : ''}.`,
+    `contract adds, with no validation and no abort handling${piecesCounted ? '; the next section prices it piece by piece' : ''}.`,
     '<!-- /bench:http:instructions -->',
   ];
-  if (PIECE_BY_PIECE) lines.push('', ...floorSection(runs[3].slice(WINDOWS).map(executed), settled[3], settled[1], otel(settled)));
+  if (piecesCounted) lines.push('', ...floorSection(runs[3].slice(WINDOWS).map(executed), settled[3], settled[1], otel(settled)));
   console.log(lines.join('\n'));
 }
 

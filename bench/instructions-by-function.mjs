@@ -1,6 +1,7 @@
 // Where the instructions of the bench:http chain go, function by function:
 // the chain under valgrind's callgrind (bench/callgrind.mjs, six windows of
-// 1,000 requests after the warm-up), with V8's --perf-basic-prof naming its
+// 1,000 requests, the last three after the uncounted stretch that lets V8
+// finish tiering up), with V8's --perf-basic-prof naming its
 // JIT code. Callgrind sees compiled JavaScript only as addresses; the map V8
 // writes to /tmp/perf-<pid>.map gives each address range its function, so the
 // self instructions of every JS function, builtin and C++ function can be
@@ -20,8 +21,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { callgrindArgs } from './callgrind-run.mjs';
+import { chainCallgrindArgs, chainEnv } from './callgrind.mjs';
 import { ALL_PARTS } from './http-chain.mjs';
 
 const SETTLED_DUMPS = [8, 10, 12];
@@ -32,11 +32,9 @@ const NAMED = { whole: ALL_PARTS.join(','), plain: '', floor: 'floor' };
 /** Runs one configuration under callgrind; resolves with the folder holding its dumps and V8's map. */
 function run(parts) {
   const dir = mkdtempSync(join(tmpdir(), 'bench-by-function-'));
-  const script = fileURLToPath(new URL('./callgrind.mjs', import.meta.url));
-  const args = callgrindArgs(join(dir, 'out'), ['--perf-basic-prof'], script, ['--measure', parts, ';;;;;']);
-  const env = { ...process.env, BENCH_CHAIN_EXPORT_DELAY_MS: String(2 ** 31 - 1), BENCH_CHAIN_EXPORT_BATCH: '512' };
+  const args = chainCallgrindArgs(join(dir, 'out'), parts === '' ? [] : parts.split(','), Array.from({ length: 6 }, () => []), ['--perf-basic-prof']);
   return new Promise((resolve, reject) => {
-    const child = spawn('valgrind', args, { stdio: ['ignore', 'ignore', 'pipe'], env });
+    const child = spawn('valgrind', args, { stdio: ['ignore', 'ignore', 'pipe'], env: chainEnv() });
     let stderr = '';
     child.stderr.on('data', (chunk) => (stderr = (stderr + chunk).slice(-2000)));
     child.once('error', reject);
