@@ -20,7 +20,7 @@
 // about 70% of the instructions counted, and it grows with the amount of code
 // on the path, not with its per-call cost. So the table shows the
 // instructions without TurboFan compilation (the inclusive cost of
-// Runtime_CompileOptimized, read with callgrind_annotate) next to the total.
+// Compiler::CompileOptimized and its OSR form, read with callgrind_annotate) next to the total.
 // The functions not optimized yet ran in the interpreter meanwhile: the
 // warm-up is 8,000 operations (BENCH_DB_INSTR_WARMUP), after which redis GET
 // guard-off counted 77k steady instructions instead of 107k.
@@ -133,7 +133,7 @@ async function main() {
     `The bench:db workloads under valgrind's callgrind: the client process's user-space instructions for ${fmt(COUNT)} operations`,
     `after ${fmt(WARMUP)} warm-up operations, counted between two marks in one process per workload and mode (the servers and the`,
     `kernel are not counted), divided by ${fmt(COUNT)}. V8 with --predictable, its young generation emptied at the first mark and`,
-    `pinned at ${SEMI_SPACE_MB} MB. "steady" leaves out TurboFan compilation (Runtime_CompileOptimized, inclusive), which V8 still does`,
+    `pinned at ${SEMI_SPACE_MB} MB. "steady" leaves out optimizing compilation (Compiler::CompileOptimized and its OSR form, inclusive), which V8 still does`,
     'on the main thread in those operations: once per function, a one-off that falls in the window by chance. Node ' + `${process.version}.`,
     '',
     '| workload | mode | steady / op | total / op | compared with | steady over it | it / mode (steady) | total over it |',

@@ -112,7 +112,7 @@ async function main() {
     `for ${fmt(COUNT)} unary calls, ${CONCURRENCY} in flight, after ${fmt(WARMUP)} warm-up calls, counted between two marks in one`,
     `process per mode (the kernel is not counted), divided by ${fmt(COUNT)}. V8 with --predictable, the young generation`,
     `pinned at ${SEMI_SPACE_MB} MB and emptied just before the first mark. "Without compilation" leaves out TurboFan's`,
-    `(Runtime_CompileOptimized, inclusive), a one-off cost in a window this early. Node ${process.version}.`,
+    `(Compiler::CompileOptimized and its OSR form, inclusive), a one-off cost in a window this early. Node ${process.version}.`,
     '',
     '| mode | without compilation / call | over without | mode / without | total / call | over without | mode / without |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',

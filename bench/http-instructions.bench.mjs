@@ -79,6 +79,22 @@ const mean = (values) => values.reduce((a, b) => a + b, 0) / values.length;
 
 const pct = (x) => `${fmt(100 * x, 1)}%`;
 
+/**
+ * The section's name: `name` on Node 20, the line BENCHMARKS.md is generated
+ * on, else `name:nodeN`, which bench:all keeps beside it (scripts/bench-all.mjs).
+ */
+function sectionName(name, node) {
+  const major = nodeMajor(node);
+  return major === BENCHMARKS_NODE_MAJOR ? name : `${name}:node${major}`;
+}
+
+function lineSuffix(node) {
+  return nodeMajor(node) === BENCHMARKS_NODE_MAJOR ? '' : ` on Node ${nodeMajor(node)}`;
+}
+
+const BENCHMARKS_NODE_MAJOR = 20;
+const nodeMajor = (version) => Number(/^v(\d+)/.exec(version)?.[1]);
+
 /** The counted windows: from a file written with BENCH_INSTR_RAW (--render FILE), or counted now. */
 async function countedRuns() {
   if (process.argv[2] === '--render') return JSON.parse(readFileSync(process.argv[3], 'utf8'));
@@ -104,9 +120,10 @@ async function main() {
   const verdict = (v) => (share(v, 2) <= GOAL_SHARE ? 'met' : 'NOT met');
   const settledFrom = WARMUP_REQUESTS + SETTLED_FROM * LONG + settleRequests;
   const lastWindow = settledFrom + (WINDOWS - SETTLED_FROM - 1) * LONG;
+  const block = sectionName('http:instructions', node);
   const lines = [
-    '<!-- bench:http:instructions -->',
-    '### HTTP chain in instructions (`npm run bench:http:instructions`)',
+    `<!-- bench:${block} -->`,
+    `### HTTP chain in instructions (\`npm run bench:http:instructions\`)${lineSuffix(node)}`,
     '',
     `The bench:http chain in one process per configuration, driven over 16 keep-alive sockets, under valgrind's callgrind`,
     `with V8's --predictable. After ${WARMUP_REQUESTS} warm-up requests each process runs ${WINDOWS} windows of ${fmt(LONG)} requests and counts the`,
@@ -135,14 +152,14 @@ async function main() {
     `As CPU-bound throughput ratios (plain / configuration), the whole plugin ${fmt(early[1] / early[2], 3)} early, ${fmt(steady[1] / steady[2], 3)} steady and ${fmt(settled[1] / settled[2], 3)} settled.`,
     'The contract floor (bench/contract-floor.mjs) is not the package: bare stand-ins for the least work the deadline',
     `contract adds, with no validation and no abort handling${piecesCounted ? '; the next section prices it piece by piece' : ''}.`,
-    '<!-- /bench:http:instructions -->',
+    `<!-- /bench:${block} -->`,
   ];
-  if (piecesCounted) lines.push('', ...floorSection(runs[3].slice(WINDOWS).map(executed), settled[3], settled[1], otel(settled)));
+  if (piecesCounted) lines.push('', ...floorSection(runs[3].slice(WINDOWS).map(executed), settled[3], settled[1], otel(settled), node));
   console.log(lines.join('\n'));
 }
 
 /** The floor piece by piece, from the windows after its settled ones (instructions without compilation). */
-function floorSection(segments, floor, plain, otel) {
+function floorSection(segments, floor, plain, otel, node) {
   const [before, ...rest] = segments;
   const without = rest.slice(0, PIECES.length + 1);
   const again = rest[PIECES.length + 1];
@@ -151,7 +168,7 @@ function floorSection(segments, floor, plain, otel) {
   const pieces = PIECES.map((_, k) => floor - without[k]);
   const remainder = added - pieces.reduce((a, b) => a + b, 0);
   return [
-    '<!-- bench:http:floor -->',
+    `<!-- bench:${sectionName('http:floor', node)} -->`,
     '### The contract floor, piece by piece (`npm run bench:http:instructions`)',
     '',
     "The contract floor's run of the section above (bench/contract-floor.mjs: the histogram on hop-entry spans only)",
@@ -168,7 +185,7 @@ function floorSection(segments, floor, plain, otel) {
     ...PIECES.map((p, k) => row(p.name, pieces[k])),
     row(BAGGAGE.name, floor - without[PIECES.length]),
     row("the rest: the processor's calls, the first hop's extract, the pieces' interplay", remainder),
-    '<!-- /bench:http:floor -->',
+    `<!-- /bench:${sectionName('http:floor', node)} -->`,
   ];
 }
 

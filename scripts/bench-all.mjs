@@ -7,8 +7,10 @@
 // the machine description once, at the top. A script whose file is missing is
 // skipped; when one fails, the sections it printed last time are kept, marked as such.
 //
-// Sections measured by hand, which no script prints (HAND_MEASURED), are kept
-// as they are on every run.
+// Sections measured by hand, which no script prints (HAND_MEASURED), and
+// sections a benchmark printed on another Node line (named `...:nodeN`, such
+// as `http:instructions:node24`; this script runs on the one it is started
+// with) are kept as they are on every run that does not print them.
 //
 // BENCH_OUTPUT=path writes elsewhere; BENCH_ONLY=bench:lag,bench runs only those scripts.
 import { spawn, execFileSync } from 'node:child_process';
@@ -23,6 +25,8 @@ const ONLY = process.env.BENCH_ONLY?.split(',').map((name) => name.trim());
 const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_MS ?? 15 * 60_000);
 /** Sections no script prints: `internals` comes from copies of the package prepared by hand (docs/internals.md). */
 const HAND_MEASURED = new Set(['internals']);
+/** Sections printed on another Node line than the one the benchmarks are run on here. */
+const OTHER_NODE_LINE = /:node\d+$/;
 const BLOCK = /^<!-- bench:([\w:.-]+) -->$([\s\S]*?)^<!-- \/bench:\1 -->$/gm;
 
 /** Every complete `<!-- bench:NAME -->` block in `text`, in order, markers included. */
@@ -137,9 +141,14 @@ if (failed > 0 || ONLY !== undefined) {
 }
 
 for (const [name, text] of previous) {
-  if (!HAND_MEASURED.has(name) || sections.some((section) => blocksIn(section)[0].name === name)) continue;
+  const kept = HAND_MEASURED.has(name) || OTHER_NODE_LINE.test(name);
+  if (!kept || sections.some((section) => blocksIn(section)[0].name === name)) continue;
   sections.push(text);
-  notes.push(`- Section \`${name}\` is measured by hand (docs/internals.md) and kept as it is.`);
+  notes.push(
+    HAND_MEASURED.has(name)
+      ? `- Section \`${name}\` is measured by hand (docs/internals.md) and kept as it is.`
+      : `- Section \`${name}\` was printed on another Node line (the section says which) and is kept as it is.`,
+  );
 }
 
 const document = [
