@@ -31,15 +31,24 @@ function under<T>(deadline: ManagedDeadline, fn: () => T): T {
 describe.each(KINDS)('%s call under a deadline', (kind) => {
   it('goes out with its deadline clamped to the cutoff, and our metadata', async () => {
     const deadline = openDeadline({ operation: 'parent', timeoutMs: 5_000, parent: null });
-    // The call's own deadline (60 s) is later than the cutoff: the cutoff wins.
-    const { error, reply } = await under(deadline, () => callKind(suite.client, kind, 'echo', { deadline: Date.now() + 60_000 }));
+    // The call's own deadline (60 s) is later than the cutoff: the cutoff wins. The
+    // wrapper turns the cutoff into an epoch from two clock reads, wall clock first, so
+    // a pause between them can only make the deadline it hands grpc-js earlier, by at
+    // most the time the call's synchronous start took (measured around it).
+    const startedMono = performance.now();
+    const pending = under(deadline, () => callKind(suite.client, kind, 'echo', { deadline: Date.now() + 60_000 }));
+    const startMs = performance.now() - startedMono;
+    // The wrapper ran inside that window: its guard is on the deadline already.
+    expect((deadline as unknown as { subscriberCount: number }).subscriberCount).toBe(1);
+    const { error, reply } = await pending;
     // The call's guard came off the deadline when its status arrived.
     expect((deadline as unknown as { subscriberCount: number }).subscriberCount).toBe(0);
     deadline.dispose();
     expect(error).toBeNull();
     // grpc-js on the server adds grpc-timeout to its arrival time: the cutoff (less
-    // whole-ms rounding) plus the transit time, which 1 s bounds even on a loaded machine.
-    expect(reply!.grpcDeadline!).toBeGreaterThanOrEqual(Math.floor(deadline.expiresAtMs) - 1);
+    // whole-ms rounding and any pause inside the wrapper, see above) plus the transit
+    // time, which 1 s bounds even on a loaded machine.
+    expect(reply!.grpcDeadline!).toBeGreaterThanOrEqual(Math.floor(deadline.expiresAtMs) - 1 - Math.ceil(startMs));
     expect(reply!.grpcDeadline!).toBeLessThan(deadline.expiresAtMs + 1_000);
     expect(reply!.atMsHeader).toBe(String(Math.floor(deadline.expiresAtMs)));
     expect(Number(reply!.remainingHeader)).toBeLessThanOrEqual(5_000);
