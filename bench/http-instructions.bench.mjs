@@ -28,9 +28,11 @@
 // piece costs what the floor saves without it, both without compilation. A
 // last window repeats the whole floor, to show how far the process drifted.
 //
-// Needs valgrind (Debian package `valgrind`). Prints a Markdown section between
-// <!-- bench:http:instructions --> markers, and with BENCH_INSTR_FLOOR=1 a
-// second one between <!-- bench:http:floor --> markers. With
+// Needs valgrind (Debian package `valgrind`, whose callgrind_control switches
+// the counting off and on). Prints a Markdown section between
+// <!-- bench:http:instructions --> markers (`http:instructions:nodeN` on a
+// Node line other than 20), and with BENCH_INSTR_FLOOR=1 a second one between
+// <!-- bench:http:floor --> markers. With
 // BENCH_INSTR_RAW=FILE it also writes the counted windows to FILE as JSON;
 // `node bench/http-instructions.bench.mjs --render FILE` prints the sections
 // from such a file again without counting.
