@@ -21,6 +21,10 @@ if [ -x "$bin" ]; then
   exit 0
 fi
 
+# Go's own installer puts it in /usr/local/go, which a non-login shell (CI's) may not have on PATH.
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  PATH="/usr/local/go/bin:$PATH"
+fi
 if ! command -v go >/dev/null 2>&1; then
   cat >&2 <<MSG
 ensure-jaeger: Go is not installed, so Jaeger $version cannot be built here.
