@@ -5,8 +5,9 @@
 # in deploy/jaeger/VERSION is unchanged. The module's v1.x tags carry the v2
 # `cmd/jaeger` (v1.76.0 is Jaeger v2.13.0).
 #
-# Prints the binary's path as its last line. Without Go, it fails with a message
-# naming the alternative (docker-compose runs the jaegertracing/jaeger image).
+# Prints the binary's path as its last line. Go is the one on PATH, else the one
+# in OTEL_DEADLINE_GO_ROOT (default /usr/local/go). Without Go, it fails with a
+# message naming the alternative (docker-compose runs the jaegertracing/jaeger image).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,8 +23,9 @@ if [ -x "$bin" ]; then
 fi
 
 # Go's own installer puts it in /usr/local/go, which a non-login shell (CI's) may not have on PATH.
-if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
-  PATH="/usr/local/go/bin:$PATH"
+go_root=${OTEL_DEADLINE_GO_ROOT:-/usr/local/go}
+if ! command -v go >/dev/null 2>&1 && [ -x "$go_root/bin/go" ]; then
+  PATH="$go_root/bin:$PATH"
 fi
 if ! command -v go >/dev/null 2>&1; then
   cat >&2 <<MSG

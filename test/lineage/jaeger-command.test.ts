@@ -1,5 +1,5 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -37,10 +37,28 @@ describe('.ci/ensure-jaeger.sh', () => {
     const bin = join(cache, 'bin');
     mkdirSync(bin);
     for (const tool of ['dirname', 'tr', 'cat']) symlinkSync(execFileSync('bash', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).trim(), join(bin, tool));
-    const result = await run('/bin/bash', ['.ci/ensure-jaeger.sh'], { PATH: bin, HOME: cache, OTEL_DEADLINE_CACHE: cache });
+    // And no Go where the script looks when PATH has none.
+    const noGoRoot = join(cache, 'no-go');
+    const result = await run('/bin/bash', ['.ci/ensure-jaeger.sh'], { PATH: bin, HOME: cache, OTEL_DEADLINE_CACHE: cache, OTEL_DEADLINE_GO_ROOT: noGoRoot });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`ensure-jaeger: Go is not installed, so Jaeger ${jaegerVersion()} cannot be built here.`);
     expect(result.stderr).toContain('docker compose up --build');
+  });
+
+  it('uses the Go in OTEL_DEADLINE_GO_ROOT (default /usr/local/go) when PATH has none', async () => {
+    const bin = join(cache, 'bin-root');
+    mkdirSync(bin);
+    for (const tool of ['dirname', 'tr', 'cat', 'cut', 'date', 'rm', 'mkdir']) {
+      symlinkSync(execFileSync('bash', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).trim(), join(bin, tool));
+    }
+    // A stand-in Go: it names itself, then fails the download, so nothing is built.
+    const goRoot = join(cache, 'go-root');
+    mkdirSync(join(goRoot, 'bin'), { recursive: true });
+    writeFileSync(join(goRoot, 'bin', 'go'), '#!/bin/bash\nif [ "$1" = version ]; then echo "go version go0.0-standin linux/amd64"; exit 0; fi\necho "stand-in go: no $1" >&2\nexit 1\n', { mode: 0o755 });
+    const result = await run('/bin/bash', ['.ci/ensure-jaeger.sh'], { PATH: bin, HOME: cache, OTEL_DEADLINE_CACHE: join(cache, 'root-cache'), OTEL_DEADLINE_GO_ROOT: goRoot });
+    expect(result.stdout).toContain(`ensure-jaeger: building Jaeger ${jaegerVersion()} with go0.0-standin`);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`ensure-jaeger: cannot download github.com/jaegertracing/jaeger@${jaegerVersion()}`);
   });
 
   it.skipIf(SKIP_JAEGER)('reuses the build while the pin is unchanged, and prints its path last', async () => {
