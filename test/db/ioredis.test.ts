@@ -12,6 +12,7 @@ import { passedDeadline } from '../helpers/clock';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { eventually, under } from './pg-fixture';
 import { BUSY_1S, commandCalls, expectReleasedAfterEnd } from './redis-fixture';
+import { openMonitor } from './fixtures/redis-monitor.mjs';
 
 type RedisClass = typeof import('ioredis').default;
 // Registered before the drivers load, as an application does (at collection time: describe.each needs the classes).
@@ -129,9 +130,8 @@ describe.each(lines)('%s', (_label, Redis) => {
   it('does not send a command the cutoff rejected again when its connection comes back', async () => {
     const c = client();
     await c.ping();
-    const monitor = await admin.monitor();
     const sets: { key: string; source: string }[] = [];
-    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    const monitor = await openMonitor((args, source) => {
       if (args[0]?.toLowerCase() === 'set') sets.push({ key: args[1], source });
     });
     // A script busy for 1 s holds the server: the SET is still unanswered at its 200 ms cutoff, and at
@@ -152,7 +152,7 @@ describe.each(lines)('%s', (_label, Redis) => {
     await c.set(marker, '1');
     const newSource = `${c.stream.localAddress}:${c.stream.localPort}`;
     expect(await eventually(async () => sets.some((set) => set.key === marker), true)).toBe(true);
-    monitor.disconnect();
+    monitor.close();
     // The first connection's SET may or may not have run before the server saw that connection close.
     expect(sets.filter((set) => set.key === key && set.source === newSource)).toEqual([]);
     expect(sets.find((set) => set.key === marker)?.source).toBe(newSource);
