@@ -98,3 +98,11 @@ export function compileInstructions(file) {
   }
   return sum;
 }
+
+/** Switches callgrind's counting of this process off or on, from inside it; throws if callgrind_control fails. */
+export function switchInstrumentation(state) {
+  const control = spawnSync('callgrind_control', ['-i', state, String(process.pid)], { encoding: 'utf8', timeout: 120_000 });
+  if (control.status !== 0 || !/OK/.test(control.stdout)) {
+    throw new Error(`callgrind_control -i ${state} failed (status ${control.status}): ${control.stdout}${control.stderr}`);
+  }
+}

@@ -48,8 +48,7 @@
 // it is the child under callgrind.
 import { cpus, getPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { spawnSync } from 'node:child_process';
-import { callgrindArgs, callgrindDumps } from './callgrind-run.mjs';
+import { callgrindArgs, callgrindDumps, switchInstrumentation } from './callgrind-run.mjs';
 import { floorOmissions, startChain } from './http-chain.mjs';
 import { drive } from './socket-driver.mjs';
 
@@ -89,14 +88,6 @@ async function measure(parts, segments) {
     });
   }
   process.exit(0);
-}
-
-/** Switches callgrind's counting for this process off or on; throws if callgrind_control fails. */
-function switchInstrumentation(state) {
-  const control = spawnSync('callgrind_control', ['-i', state, String(process.pid)], { encoding: 'utf8', timeout: 120_000 });
-  if (control.status !== 0 || !/OK/.test(control.stdout)) {
-    throw new Error(`callgrind_control -i ${state} failed (status ${control.status}): ${control.stdout}${control.stderr}`);
-  }
 }
 
 /**

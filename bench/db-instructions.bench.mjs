@@ -14,20 +14,24 @@
 //
 // Three things would otherwise swamp a per-operation difference of a few
 // percent. V8 optimizes functions (TurboFan) on the main thread under
-// --predictable, and with 1,000 warm-up operations it still optimized about
-// 130 functions in the 2,000 measured ones (--trace-opt, pg-throughput: 130,
-// then 19, 10, 4, 1 in the next rounds of 2,000): that one-off compilation was
-// about 70% of the instructions counted, and it grows with the amount of code
-// on the path, not with its per-call cost. So the table shows the
+// --predictable: once per function, a one-off that grows with the amount of
+// code on the path, not with its per-call cost. So the table shows the
 // instructions without TurboFan compilation (the inclusive cost of
-// Compiler::CompileOptimized and its OSR form, read with callgrind_annotate) next to the total.
-// The functions not optimized yet ran in the interpreter meanwhile: the
-// warm-up is 8,000 operations (BENCH_DB_INSTR_WARMUP), after which redis GET
-// guard-off counted 77k steady instructions instead of 107k.
-// And scavenges fell in the window by chance (two or three of them, ~10k
-// instructions per operation each): the young generation is emptied (a minor
-// gc()) just before the first mark and its size is pinned, so the scavenges
-// counted follow from what the operations allocate and keep.
+// Compiler::CompileOptimized and its OSR form, read with callgrind_annotate).
+// The functions not optimized yet run in the interpreter meanwhile, and V8
+// goes on tiering code up for tens of thousands of operations: right after
+// 8,000 warm-up operations Redis GET still compiled about 120,000
+// instructions per operation, and the window without them cost 76,775
+// (guard-off) where later windows settle near 54,000; the guard's cost read
+// there (-273 in the section this bench printed before) was the two modes'
+// different stages of tiering, not the guard. So, as bench:http:instructions
+// does, an early window is counted right after the warm-up, then
+// BENCH_DB_INSTR_SETTLE operations (60,000) run with callgrind's counting
+// switched off, and the "settled" figure is the mean of the three windows
+// after them. And scavenges fall in a window by chance: the young generation
+// is emptied (a minor gc()) before the first mark and its size is pinned, the
+// old space starts at 1 GiB and the memory reducer is off (no full
+// collection at a time set by the wall clock), and three windows are averaged.
 //
 // Needs valgrind (and its callgrind_annotate). Prints a Markdown section between <!-- bench:db:instructions --> markers.
 import { spawn } from 'node:child_process';
@@ -35,28 +39,47 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, getPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { compileInstructions } from './callgrind-run.mjs';
+import { compileInstructions, switchInstrumentation } from './callgrind-run.mjs';
+import { GC_ARGS } from './callgrind.mjs';
 import { BASELINE, MODES, startWorkload } from './db-workload.mjs';
 import { fmt } from './stats.mjs';
 
 const COUNT = Number(process.env.BENCH_DB_INSTR_COUNT ?? 2000);
 const WARMUP = Number(process.env.BENCH_DB_INSTR_WARMUP ?? 8000);
+/** Operations run uncounted between the early window and the settled ones. */
+const SETTLE = Number(process.env.BENCH_DB_INSTR_SETTLE ?? 60_000);
+/** Windows of COUNT operations averaged into the settled figure. */
+const SETTLED_WINDOWS = 3;
 /** BENCH_DB_INSTR_WORKLOADS=redis-throughput counts only that workload (while iterating). */
 const WORKLOADS = process.env.BENCH_DB_INSTR_WORKLOADS ? process.env.BENCH_DB_INSTR_WORKLOADS.split(',') : ['pg-throughput', 'redis-throughput'];
 /** BENCH_DB_INSTR_MODES=guard-off,guard-on counts only those modes (while iterating); a mode's baseline missing leaves its comparison empty. */
 const RUN_MODES = process.env.BENCH_DB_INSTR_MODES ? process.env.BENCH_DB_INSTR_MODES.split(',') : MODES;
 /** The young generation's semi-space, pinned (V8's largest default on 64-bit). */
 const SEMI_SPACE_MB = 16;
-/** A run under callgrind takes about a minute; one past this is stuck. */
-const RUN_TIMEOUT_MS = 10 * 60_000;
+/** A run under callgrind takes one to three minutes (longer on a loaded machine); one past this is stuck. */
+const RUN_TIMEOUT_MS = 20 * 60_000;
 
-/** Child, under callgrind: warm-up, then `count` operations between two marks, then exit. */
+/**
+ * Child, under callgrind: warm-up, an early window of `count` operations, the
+ * uncounted settling stretch, then SETTLED_WINDOWS windows of `count`, each
+ * between two marks, then exit.
+ */
 async function measure(mode, workload, count) {
   const { run, close } = await startWorkload(mode);
   await run(workload, { count: WARMUP });
   globalThis.gc({ type: 'minor' });
   getPriority();
   await run(workload, { count });
+  getPriority();
+  if (SETTLE > 0) {
+    switchInstrumentation('off');
+    await run(workload, { count: SETTLE });
+    switchInstrumentation('on');
+  }
+  for (let window = 0; window < SETTLED_WINDOWS; window++) {
+    getPriority();
+    await run(workload, { count });
+  }
   getPriority();
   await close();
   process.exit(0);
@@ -73,6 +96,7 @@ function countInstructions(mode, workload, count) {
     `--callgrind-out-file=${join(dir, 'out')}`,
     process.execPath,
     '--predictable',
+    ...GC_ARGS,
     '--expose-gc',
     `--min-semi-space-size=${SEMI_SPACE_MB}`,
     `--max-semi-space-size=${SEMI_SPACE_MB}`,
@@ -94,15 +118,23 @@ function countInstructions(mode, workload, count) {
     });
     child.once('close', (code) => {
       clearTimeout(timer);
-      // Dumps out.1 (start-up, warm-up), out.2 (the measured operations), then out (the rest).
+      // Dumps out.1 (start-up, warm-up), out.2 (the early window), out.3 (the
+      // settling stretch, not counted, and the first settled mark), then one
+      // per settled window, then out (the rest).
       const parts = readdirSync(dir).filter((f) => /^out\.\d+$/.test(f)).sort((a, b) => Number(a.slice(4)) - Number(b.slice(4)));
-      const totals = parts.map((f) => Number(/^(?:totals|summary):\s*(\d+)/m.exec(readFileSync(join(dir, f), 'utf8'))?.[1]));
-      const compile = totals.length < 2 ? NaN : compileInstructions(join(dir, parts[1]));
+      const read = (f) => {
+        const total = Number(/^(?:totals|summary):\s*(\d+)/m.exec(readFileSync(join(dir, f), 'utf8'))?.[1]);
+        return { total, compile: compileInstructions(join(dir, f)) };
+      };
+      const early = parts.length > 1 ? read(parts[1]) : undefined;
+      const settled = parts.slice(3, 3 + SETTLED_WINDOWS).map(read);
       rmSync(dir, { recursive: true, force: true });
-      if (code !== 0 || totals.length < 2 || !(totals[1] > 0) || !(compile >= 0)) {
-        return reject(new Error(`callgrind ${mode} ${workload} failed (exit ${code}, dumps ${totals}, compile ${compile}): ${stderr.slice(-400)}`));
+      const windows = [early, ...settled];
+      if (code !== 0 || settled.length !== SETTLED_WINDOWS || windows.some((w) => !(w?.total > 0) || !(w.compile >= 0))) {
+        return reject(new Error(`callgrind ${mode} ${workload} failed (exit ${code}, ${parts.length} dumps): ${stderr.slice(-400)}`));
       }
-      resolve({ total: totals[1], compile });
+      const mean = (key) => settled.reduce((sum, w) => sum + w[key], 0) / SETTLED_WINDOWS;
+      resolve({ early, settled: { total: mean('total'), compile: mean('compile') } });
     });
   });
 }
@@ -118,9 +150,10 @@ async function main() {
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, cpus().length) }, worker));
-  const perOp = (workload, mode, kind) => {
-    const { total, compile } = counts.get(`${workload}/${mode}`);
-    return (kind === 'total' ? total : total - compile) / COUNT;
+  /** Instructions per operation of one window (`early` or `settled`), without compilation unless `withCompile`. */
+  const perOp = (workload, mode, window, withCompile = false) => {
+    const { total, compile } = counts.get(`${workload}/${mode}`)[window];
+    return (withCompile ? total : total - compile) / COUNT;
   };
   const over = (own, base) => {
     const sign = own >= base ? '+' : '−';
@@ -130,29 +163,31 @@ async function main() {
     '<!-- bench:db:instructions -->',
     '### Databases in instructions (`npm run bench:db:instructions`)',
     '',
-    `The bench:db workloads under valgrind's callgrind: the client process's user-space instructions for ${fmt(COUNT)} operations`,
-    `after ${fmt(WARMUP)} warm-up operations, counted between two marks in one process per workload and mode (the servers and the`,
-    `kernel are not counted), divided by ${fmt(COUNT)}. V8 with --predictable, its young generation emptied at the first mark and`,
-    `pinned at ${SEMI_SPACE_MB} MB. "steady" leaves out optimizing compilation (Compiler::CompileOptimized and its OSR form, inclusive), which V8 still does`,
-    'on the main thread in those operations: once per function, a one-off that falls in the window by chance. Node ' + `${process.version}.`,
+    "The bench:db workloads under valgrind's callgrind: the client process's user-space instructions per operation, one",
+    'process per workload and mode (the servers and the kernel are not counted), counted between marks in windows of',
+    `${fmt(COUNT)} operations. "Early" is the window right after ${fmt(WARMUP)} warm-up operations; then ${fmt(SETTLE)} operations run with`,
+    `callgrind's counting switched off, and "settled" is the mean of the ${SETTLED_WINDOWS} windows after them: what each further`,
+    'operation costs. Both leave out optimizing compilation (Compiler::CompileOptimized and its OSR form, inclusive), which',
+    'V8 does on the main thread under --predictable; "JIT" is what the settled windows still compiled. The young generation is',
+    `emptied before the first mark and pinned at ${SEMI_SPACE_MB} MB, the old space starts at 1 GiB, the memory reducer is off. Node ${process.version}.`,
     '',
-    '| workload | mode | steady / op | total / op | compared with | steady over it | it / mode (steady) | total over it |',
-    '| --- | --- | ---: | ---: | --- | ---: | ---: | ---: |',
+    '| workload | mode | early / op | settled / op | JIT, settled | compared with | settled over it | it / mode (settled) |',
+    '| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |',
     ...WORKLOADS.flatMap((workload) =>
       RUN_MODES.map((mode) => {
-        const own = perOp(workload, mode, 'steady');
-        const ownTotal = perOp(workload, mode, 'total');
+        const early = perOp(workload, mode, 'early');
+        const own = perOp(workload, mode, 'settled');
+        const jit = perOp(workload, mode, 'settled', true) - own;
+        const row = `| ${workload} | ${mode} | ${fmt(early)} | ${fmt(own)} | ${fmt(jit)}`;
         const baseline = BASELINE[mode];
-        if (baseline === undefined || !RUN_MODES.includes(baseline)) return `| ${workload} | ${mode} | ${fmt(own)} | ${fmt(ownTotal)} | | | | |`;
-        const base = perOp(workload, baseline, 'steady');
-        const baseTotal = perOp(workload, baseline, 'total');
-        return `| ${workload} | ${mode} | ${fmt(own)} | ${fmt(ownTotal)} | ${baseline} | ${over(own, base)} | ${fmt(base / own, 3)} | ${over(ownTotal, baseTotal)} |`;
+        if (baseline === undefined || !RUN_MODES.includes(baseline)) return `${row} | | | |`;
+        const base = perOp(workload, baseline, 'settled');
+        return `${row} | ${baseline} | ${over(own, base)} | ${fmt(base / own, 3)} |`;
       }),
     ),
     '',
-    '"it / mode" is the throughput ratio the client\'s steady instruction counts alone would give a client-bound workload;',
-    'the servers\' work, the same in every mode, brings the real ratio closer to 1. Garbage collection is in both columns.',
-    'Repeated runs of one mode have differed by up to 5% in "steady" (redis-throughput guard-off, one build: 73,952 and 77,375).',
+    '"it / mode" is the throughput ratio the client\'s settled instruction counts alone would give a client-bound workload;',
+    'the servers\' work, the same in every mode, brings the real ratio closer to 1. Garbage collection is in every column.',
     '<!-- /bench:db:instructions -->',
   ];
   console.log(lines.join('\n'));
