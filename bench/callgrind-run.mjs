@@ -12,6 +12,9 @@ import { join } from 'node:path';
 
 const MARK_FUNCTION = 'uv_os_getpriority';
 
+/** V8 flags of every process under callgrind: no full collection at a time V8 sets by the wall clock (see callgrind.mjs). */
+export const GC_ARGS = ['--initial-old-space-size=1024', '--no-memory-reducer'];
+
 /** valgrind's arguments for `node --predictable ...nodeArgs script ...args` under callgrind, dumping at each mark into `outFile`.N. */
 export function callgrindArgs(outFile, nodeArgs, script, args) {
   return [

@@ -48,7 +48,7 @@
 // it is the child under callgrind.
 import { cpus, getPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { callgrindArgs, callgrindDumps, switchInstrumentation } from './callgrind-run.mjs';
+import { callgrindArgs, callgrindDumps, GC_ARGS, switchInstrumentation } from './callgrind-run.mjs';
 import { floorOmissions, startChain } from './http-chain.mjs';
 import { drive } from './socket-driver.mjs';
 
@@ -59,8 +59,6 @@ export const WARMUP_REQUESTS = 300;
 export const SETTLE_AFTER_SEGMENTS = 3;
 /** Requests of the uncounted stretch (BENCH_INSTR_SETTLE to change it; 0 for none). */
 export const SETTLE_REQUESTS = Number(process.env.BENCH_INSTR_SETTLE ?? 20_000);
-/** V8 flags of every chain process under callgrind: no full collection in any window (see above). */
-export const GC_ARGS = ['--initial-old-space-size=1024', '--no-memory-reducer'];
 /** Requests run about 100 times slower under valgrind: a budget the chain cannot use up. */
 const BUDGET_MS = 600_000;
 /** A run under callgrind takes minutes on an idle machine, far longer on a loaded one; a run past this is stuck. */

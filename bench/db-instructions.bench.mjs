@@ -39,8 +39,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, getPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { compileInstructions, switchInstrumentation } from './callgrind-run.mjs';
-import { GC_ARGS } from './callgrind.mjs';
+import { compileInstructions, GC_ARGS, switchInstrumentation } from './callgrind-run.mjs';
 import { BASELINE, MODES, startWorkload } from './db-workload.mjs';
 import { fmt } from './stats.mjs';
 
