@@ -43,7 +43,17 @@ import { compileInstructions, GC_ARGS, switchInstrumentation } from './callgrind
 import { BASELINE, MODES, startWorkload } from './db-workload.mjs';
 import { fmt } from './stats.mjs';
 
-const COUNT = Number(process.env.BENCH_DB_INSTR_COUNT ?? 2000);
+/**
+ * Operations per window. A Redis GET workload scavenges about once per 2,000
+ * operations (16 MB of young generation), and where each scavenge falls is
+ * fixed for a build but moves with any change to what a call allocates: with
+ * windows of 2,000, one build's three settled windows held three scavenges and
+ * another's two, and the two builds, whose code differed by 282 instructions
+ * per GET, read 1,281 apart in garbage collection alone (6,088 against 4,807
+ * per GET, profiled 2026-12-04). Windows of 10,000 hold four or five each, so
+ * one scavenge more or less moves the mean by a fifth as much.
+ */
+const COUNT = Number(process.env.BENCH_DB_INSTR_COUNT ?? 10_000);
 const WARMUP = Number(process.env.BENCH_DB_INSTR_WARMUP ?? 8000);
 /** Operations run uncounted between the early window and the settled ones. */
 const SETTLE = Number(process.env.BENCH_DB_INSTR_SETTLE ?? 60_000);

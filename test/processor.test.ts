@@ -1,10 +1,11 @@
-import { context, defaultTextMapGetter, propagation, ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
+import { context, defaultTextMapGetter, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DeadlineSpanProcessor, openDeadline, setDeadline, withDeadline } from '../src';
-import { passedDeadline } from './helpers/clock';
+import { passedDeadline, untilPassed } from './helpers/clock';
+import { markStatementInFlight } from '../src/processor/statement-in-flight';
 import { aborted, installOtel, sleep, type TestOtel } from './helpers/otel';
 
 let otel: TestOtel;
@@ -475,5 +476,62 @@ describe('how the attributes are written', () => {
     expect(before).toBe(true);
     expect(hasFastProperties(a)).toBe(true);
     await close();
+  });
+});
+
+describe('a database command in flight on the span (statement-in-flight)', () => {
+  // A span that starts under a live deadline and ends after its cutoff instant, with nothing
+  // subscribed (no timer runs): what a Redis reply read after the cutoff, before its timer, looks like.
+  async function spanEndingAfterCutoff(mark: boolean, error = false): Promise<{ outcome: unknown; marked: boolean }> {
+    const deadline = openDeadline({ operation: 'cmd', timeoutMs: 30, parent: null });
+    const span = tracer().startSpan('get', { kind: SpanKind.CLIENT }, setDeadline(context.active(), deadline));
+    const marked = mark ? markStatementInFlight(span) : false;
+    await untilPassed(deadline);
+    if (error) span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+    deadline.dispose();
+    return { outcome: otel.span('get').attributes['deadline.outcome'], marked };
+  }
+
+  it('ends completed after the cutoff instant when marked, expired when not', async () => {
+    expect(await spanEndingAfterCutoff(true)).toEqual({ outcome: 'completed', marked: true });
+    otel.exporter.reset();
+    expect(await spanEndingAfterCutoff(false)).toEqual({ outcome: 'expired', marked: false });
+  });
+
+  it('a marked span that ends with an error status is judged by the clock', async () => {
+    expect(await spanEndingAfterCutoff(true, true)).toEqual({ outcome: 'expired', marked: true });
+  });
+
+  it('an outcome already written on the span wins over the mark', () => {
+    const deadline = openDeadline({ operation: 'cmd', timeoutMs: 10_000, parent: null });
+    const span = tracer().startSpan('set', { kind: SpanKind.CLIENT }, setDeadline(context.active(), deadline));
+    markStatementInFlight(span);
+    span.setAttribute('deadline.outcome', 'unknown');
+    span.end();
+    deadline.dispose();
+    expect(otel.span('set').attributes['deadline.outcome']).toBe('unknown');
+  });
+
+  it('cannot mark a span no processor keeps state for: none under a deadline, none after shutdown', async () => {
+    const unguarded = tracer().startSpan('no-deadline', {}, ROOT_CONTEXT);
+    expect(markStatementInFlight(unguarded)).toBe(false);
+    unguarded.end();
+    const exporter = new InMemorySpanExporter();
+    const processor = new DeadlineSpanProcessor();
+    const provider = new BasicTracerProvider({ spanProcessors: [processor, new SimpleSpanProcessor(exporter)] });
+    const deadline = openDeadline({ operation: 'cmd', timeoutMs: 10_000, parent: null });
+    const ctx = setDeadline(ROOT_CONTEXT, deadline);
+    const before = provider.getTracer('t').startSpan('before', {}, ctx);
+    expect(markStatementInFlight(before)).toBe(true);
+    before.end();
+    // The processor alone is shut down: the provider still records, and the processor's state is still made.
+    await processor.shutdown();
+    const after = provider.getTracer('t').startSpan('after', {}, ctx);
+    expect(after.isRecording()).toBe(true);
+    expect(markStatementInFlight(after)).toBe(false);
+    after.end();
+    deadline.dispose();
+    await provider.shutdown();
   });
 });

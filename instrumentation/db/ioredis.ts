@@ -1,11 +1,12 @@
-import { context } from '@opentelemetry/api';
+import { context, type Context, type Span } from '@opentelemetry/api';
+import { markStatementInFlight } from '../../src/processor/statement-in-flight';
 import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
 import type { DriverSpanSlot } from './driver-span';
-import { clampBlockingTimeout, isBlocking } from './redis-blocking';
+import { clampBlockingTimeout, isBlocking, mayBeBlocking } from './redis-blocking';
 import { DbStatement, type CutoffHandler } from './statement';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
@@ -31,20 +32,6 @@ interface RedisCommand {
  */
 const CUT_BY_DEADLINE = Symbol('otel-deadline.cut-by-deadline');
 
-/** Guards waiting to put their resolve/reject on top of a wrapper above ours: one microtask for all sent in one turn. */
-let settleFirstPending: RedisCommandGuard[] = [];
-
-function settleFirstSoon(guard: RedisCommandGuard): void {
-  if (settleFirstPending.length === 0) queueMicrotask(flushSettleFirst);
-  settleFirstPending.push(guard);
-}
-
-function flushSettleFirst(): void {
-  const guards = settleFirstPending;
-  settleFirstPending = [];
-  for (const guard of guards) guard.settleFirst();
-}
-
 /** Commands that only read: one the cutoff reached in flight left nothing half-done. Anything else is a write. */
 const READ_COMMANDS = new Set(
   'get mget exists strlen getrange hget hmget hgetall hkeys hvals hlen hexists lrange llen lindex smembers sismember scard zrange zrangebyscore zscore zcard zrank type ttl pttl scan sscan hscan zscan ping echo info dbsize xrange xrevrange xlen xread keys time'.split(
@@ -60,7 +47,7 @@ interface CommandKind {
   readonly blocking: boolean;
 }
 
-/** Command names as ioredis was given them → their kind, so that a command costs no new string and no table lookup. Bounded. */
+/** Command names as ioredis was given them → their kind, so that a command costs no new string. Bounded. */
 const COMMAND_KINDS = new Map<unknown, CommandKind>();
 const COMMAND_KINDS_MAX = 1_024;
 
@@ -95,9 +82,10 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
     // ours: fixed for this wrapper's life, since `original` is.
     const instrumentedBelow = isShimmerWrapper(original);
     return function sendCommand(this: unknown, ...args: unknown[]): unknown {
+      // An instrumentation-ioredis on top of us announced its span, and the
+      // deadline active then, through its requestHook a moment ago.
+      const announced = slot.announcedDeadline();
       const outerSpan = slot.take();
-      const ctx = context.active();
-      const deadline = statementDeadline(host, 'ioredis', ctx);
       const command = args[0] as RedisCommand | undefined;
       const cut = command?.[CUT_BY_DEADLINE];
       if (cut !== undefined) {
@@ -106,25 +94,29 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         process.nextTick(() => command!.reject(cut));
         return command!.promise;
       }
+      const settings = host.settings;
+      let ctx: Context | undefined;
+      let deadline: Deadline | undefined;
+      if (announced !== undefined) deadline = settings.ioredis ? announced : undefined;
+      else deadline = statementDeadline(host, 'ioredis', (ctx = context.active()));
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function') return original.apply(this, args);
-      const kind = commandKind(command.name);
-      const name = kind.name;
-      const observe = host.settings.mode === 'observe';
-      const guard = new RedisCommandGuard(deadline, observe, name, command);
+      const observe = settings.mode === 'observe';
+      const guard = new RedisCommandGuard(deadline, observe, command);
       if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
       const current = (this as Exports).sendCommand;
       // The one clock read: refusal, the blocking timeout and arming all go by it.
       const left = budgetLeft(deadline);
-      const minUsefulMs = host.settings.minUsefulMs;
+      const minUsefulMs = settings.minUsefulMs;
       const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, guard.operation, minUsefulMs);
       // No other instrumentation wraps sendCommand, below us or on top.
       const alone = !instrumentedBelow && isOwnWrapper(current, owner);
       if (outerSpan === undefined && (alone || (refusal !== undefined && isOwnWrapper(current, owner)))) {
+        const name = guard.name;
         const options = (this as { options?: { host?: unknown; port?: unknown } }).options ?? {};
         const attributes: Record<string, string | number> = { 'db.system.name': 'redis', 'db.operation.name': name };
         if (typeof options.host === 'string') attributes['server.address'] = options.host;
         if (typeof options.port === 'number') attributes['server.port'] = options.port;
-        guard.startOwnSpan(host.tracer, ctx, { name, attributes });
+        guard.startOwnSpan(host.tracer, ctx ?? context.active(), { name, attributes });
       }
       if (refusal !== undefined) {
         if (!observe) {
@@ -136,44 +128,38 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         }
         guard.markWouldReject();
       }
-      if (!observe && kind.blocking) clampBlockingTimeout(name, command.args, left);
+      if (!observe && mayBeBlocking(command.name) && commandKind(command.name).blocking) clampBlockingTimeout(guard.name, command.args, left);
       guard.arm(guard);
-      // ioredis rejects some commands before sendCommand returns (a closed
-      // connection, subscriber mode, no offline queue). Only a wrapper already
-      // in place sees that, or the guard would hold the deadline armed until
-      // its cutoff. With no other instrumentation, the guard's own wrappers go
-      // on now and see everything.
-      if (alone) guard.settleFirst();
-      else guard.settleOnReject();
+      // Before the send: ioredis rejects some commands inside sendCommand (a
+      // closed connection, subscriber mode, no offline queue), and only a
+      // wrapper already in place sees that, or the guard would hold the
+      // deadline armed until its cutoff. An instrumentation-ioredis, below or on
+      // top of us, puts its own wrappers on top of these.
+      guard.settleOnReply();
       // Only an instrumentation below us calls its requestHook (with its span)
       // from inside this call; on top of us it has called it already, and the
       // span is in `outerSpan`.
-      const result = instrumentedBelow ? slot.dispatch(guard, original, this, args) : original.apply(this, args);
-      if (alone || guard.settled) return result;
-      // instrumentation-ioredis patches `resolve`/`reject` once its own call to
-      // the method below it returns, and would end its span on a reply before
-      // the guard saw it: ours go on top of its. Below us, it has patched by
-      // now; on top of us, it patches once we return: a microtask then, before
-      // any reply or timer can run.
-      if (isOwnWrapper(current, owner)) guard.settleFirst();
-      else settleFirstSoon(guard);
-      return result;
+      return instrumentedBelow ? slot.dispatch(guard, original, this, args) : original.apply(this, args);
     };
   };
 }
 
 /** One command between sendCommand and its reply; the statement guard is also what stops it at the cutoff. */
 class RedisCommandGuard extends DbStatement implements CutoffHandler {
-  /** Whether settleOnReject has wrapped the command's reject. */
-  private rejectSettles = false;
+  /** Whether a DeadlineSpanProcessor knows this command is in flight on its span (see statement-in-flight.ts). */
+  private inFlightMarked = false;
 
   constructor(
     deadline: Deadline,
     observe: boolean,
-    private readonly name: string,
     private readonly command: RedisCommand,
   ) {
     super(deadline, observe, 'redis', undefined);
+  }
+
+  /** The command's name in lower case, as spans, errors and the tables here use it: looked up only when one of them needs it. */
+  get name(): string {
+    return commandKind(this.command.name).name;
   }
 
   /** `redis.get`: built only when an error or a refusal needs it. */
@@ -185,6 +171,24 @@ class RedisCommandGuard extends DbStatement implements CutoffHandler {
     return !READ_COMMANDS.has(this.name);
   }
 
+  /**
+   * Tells the span processor the command is in flight on this span: the span
+   * then reads `completed` if it ends on the reply, however the reply and the
+   * span's end fall around the cutoff instant, and the guard writes nothing
+   * when the command completes. instrumentation-ioredis ends its span in its
+   * own `resolve` wrapper, on top of ours, before the guard settles; the
+   * guard's other outcomes are written before the span ends (a cutoff settles
+   * the guard and then rejects the command), and a written outcome wins.
+   * Observe mode writes no `completed`, so it marks nothing.
+   */
+  protected override spanAdopted(span: Span): void {
+    if (!this.observe) this.inFlightMarked = markStatementInFlight(span);
+  }
+
+  protected override recordCompleted(): void {
+    if (!this.inFlightMarked) super.recordCompleted();
+  }
+
   onCutoff(): void {
     const cutError = this.errorFor();
     this.settle(cutError, 'not_possible');
@@ -193,35 +197,17 @@ class RedisCommandGuard extends DbStatement implements CutoffHandler {
   }
 
   /**
-   * Settles the statement the moment ioredis resolves or rejects the command,
-   * synchronously: before instrumentation-ioredis (which patches
-   * `resolve`/`reject`: while we call it when below us, right after we return
-   * when on top, hence a microtask then) ends its span, and with no gap in which
-   * the cutoff could still call a resolved command unknown. Closures, not
-   * shared functions that find the guard through `this`: instrumentation-ioredis
-   * calls the functions it wrapped unbound.
-   *
-   * A reject wrapper put on before the command was sent stays where it is,
-   * under instrumentation-ioredis's: a rejected command's settle records
-   * nothing on the span (the cutoff's own reject settles first, in onCutoff),
-   * so its place in the chain changes no attribute, and a second wrapper
-   * would cost a closure per command.
+   * Settles the statement when ioredis resolves or rejects the command.
+   * Closures, not shared functions that find the guard through `this`:
+   * instrumentation-ioredis calls the functions it wrapped unbound.
    */
-  settleFirst(): void {
+  settleOnReply(): void {
     const { command } = this;
-    const { resolve } = command;
+    const { resolve, reject } = command;
     command.resolve = (value: unknown) => {
       this.settle();
       resolve.call(command, value);
     };
-    if (!this.rejectSettles) this.settleOnReject();
-  }
-
-  /** The reject half of settleFirst: what a command rejected inside sendCommand goes through. */
-  settleOnReject(): void {
-    this.rejectSettles = true;
-    const { command } = this;
-    const { reject } = command;
     command.reject = (err: unknown) => {
       this.settle(err);
       reject.call(command, err);

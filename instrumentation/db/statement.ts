@@ -82,7 +82,11 @@ export class DbStatement extends LinkedItem implements AbortWatcher {
     if (this.span !== undefined) return;
     this.span = span;
     if (this.attributes !== undefined) span.setAttributes(this.attributes);
+    this.spanAdopted(span);
   }
+
+  /** Called once, with the span the statement records on. */
+  protected spanAdopted(_span: Span): void {}
 
   /** Starts a CLIENT span of our own, for when no driver instrumentation makes one. */
   startOwnSpan(tracer: Tracer, ctx: Context, shape: SpanShape): void {
@@ -197,7 +201,7 @@ export class DbStatement extends LinkedItem implements AbortWatcher {
    * setAttribute would (see src/processor/direct-attributes), so the span's
    * map stays a fast object; setAttribute otherwise.
    */
-  private recordCompleted(): void {
+  protected recordCompleted(): void {
     const span = this.span;
     if (span === undefined || !span.isRecording()) return this.record(COMPLETED);
     const attributes = directAttributes(span, 1, 9);

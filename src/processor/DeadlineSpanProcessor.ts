@@ -1,4 +1,4 @@
-import { SpanKind, trace, type Attributes, type Context, type MeterProvider } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, trace, type Attributes, type Context, type MeterProvider } from '@opentelemetry/api';
 import { getDeadline } from '../context';
 import { DeadlineNode, type Deadline } from '../deadline';
 import { abortCodeOf, describeAbortReason } from '../errors';
@@ -24,6 +24,7 @@ import {
 } from '../attributes';
 import { lazyInstruments, type DeadlineInstruments } from './metrics';
 import { showStartedSpan } from './started-spans';
+import { addSpanStateKey, removeSpanStateKey } from './statement-in-flight';
 import type { ProcessedSpan, SdkSpanProcessor } from './sdk-types';
 import { countAdded, directAttributes, type AttributeMap } from './direct-attributes';
 
@@ -60,6 +61,8 @@ interface SpanState extends Cutoff {
   startRemainingMs: number;
   /** The start attributes are on the span already (see onStart); otherwise they are written with the end ones. */
   startWritten: boolean;
+  /** Set by a database command guard whose command this span covers (see statement-in-flight.ts). */
+  statementInFlight: boolean;
 }
 
 /** The start attributes; undefined fields are not written. */
@@ -135,6 +138,11 @@ function abortReasonAt(deadline: Deadline, left: number): unknown {
   return deadline.aborted ? deadline.abortReason : undefined;
 }
 
+/** Whether the span's status says it failed (an SDK span; any other reads as not failed). */
+function endedWithError(span: object): boolean {
+  return (span as { status?: { code?: unknown } }).status?.code === SpanStatusCode.ERROR;
+}
+
 /** The outcome at that look. */
 function outcomeAt(deadline: Deadline, abortReason: unknown, left: number): DeadlineOutcome {
   if (abortReason !== undefined) return abortCodeOf(abortReason) === 'CANCELLED' ? 'cancelled' : 'expired';
@@ -175,6 +183,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   constructor(config: DeadlineSpanProcessorConfig = {}) {
     this.instruments = lazyInstruments(config.meterProvider);
     this.lateGraceMs = config.lateGraceMs === undefined ? 10 : checkDuration('lateGraceMs', config.lateGraceMs);
+    addSpanStateKey(this.stateKey);
   }
 
   onStart(span: ProcessedSpan, parentContext: Context): void {
@@ -214,6 +223,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
       finished: false,
       startRemainingMs: remaining,
       startWritten,
+      statementInFlight: false,
     });
     const hopEntry = HOP_ENTRY_ATTRIBUTES[span.kind];
     if (hopEntry !== undefined) this.instruments().remaining.record(remaining, hopEntry, parentContext);
@@ -231,7 +241,8 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     // Signed: negative once the cutoff has passed. The outcome and the abort code below go by the same look.
     const left = signedLeft(deadline);
     const abortReason = abortReasonAt(deadline, left);
-    const outcome = preset ?? outcomeAt(deadline, abortReason, left);
+    // A command guard still in flight when its span ends without an error: the span ends on the reply.
+    const outcome = preset ?? (state.statementInFlight && !endedWithError(span) ? 'completed' : outcomeAt(deadline, abortReason, left));
     const remainingAtEnd = deadline instanceof DeadlineNode ? Math.max(0, left) : deadline.remainingMs();
     const record: EndRecord = { remainingAtEndMs: Math.floor(remainingAtEnd), exceeded: remainingAtEnd <= 0 };
     if (!state.startWritten) record.start = startValues(deadline, state.startRemainingMs);
@@ -270,6 +281,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   }
 
   shutdown(): Promise<void> {
+    removeSpanStateKey(this.stateKey);
     return Promise.resolve();
   }
 

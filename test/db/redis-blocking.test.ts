@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clampBlockingTimeout } from '../../instrumentation/db/redis-blocking';
+import { clampBlockingTimeout, isBlocking, mayBeBlocking } from '../../instrumentation/db/redis-blocking';
 
 describe('clampBlockingTimeout', () => {
   it.each([
@@ -23,5 +23,29 @@ describe('clampBlockingTimeout', () => {
     const copy = [...args];
     clampBlockingTimeout(name, copy, remaining);
     expect(copy).toEqual(expected);
+  });
+});
+
+describe('mayBeBlocking', () => {
+  const blocking = ['blpop', 'brpop', 'blmove', 'brpoplpush', 'blmpop', 'bzpopmin', 'bzpopmax', 'bzmpop', 'xread', 'xreadgroup', 'wait'];
+
+  it('says true for every blocking command, in any case', () => {
+    for (const name of blocking) {
+      expect(isBlocking(name)).toBe(true);
+      for (const spelled of [name, name.toUpperCase(), name[0]!.toUpperCase() + name.slice(1)]) expect(mayBeBlocking(spelled)).toBe(true);
+    }
+  });
+
+  it('says false for commands whose first letter starts no blocking command', () => {
+    for (const name of ['get', 'GET', 'set', 'hget', 'incr', 'ping', 'mget', 'zadd', 'eval', 'lpush']) expect(mayBeBlocking(name)).toBe(false);
+  });
+
+  it('says true (look it up) for anything it cannot tell: not a string, empty, no letter first', () => {
+    for (const name of [undefined, null, 42, '', Symbol('x')]) expect(mayBeBlocking(name)).toBe(true);
+    // Never false for a name whose lower case is blocking, whatever precedes the letters' range.
+    for (let code = 0; code < 0x10000; code++) {
+      const name = `${String.fromCharCode(code)}lpop`;
+      if (isBlocking(name.toLowerCase())) expect(mayBeBlocking(name)).toBe(true);
+    }
   });
 });
