@@ -4,7 +4,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { trace } from '@opentelemetry/api';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeadlineCancelledError, DeadlineExceededError, DeadlineInstrumentation, openDeadline } from '../../src';
 import type { DeadlineNode } from '../../src/deadline';
@@ -80,6 +82,27 @@ describe.each(lines)('%s', (_label, Redis) => {
     deadline.dispose();
     expect(deadline.isArmed).toBe(false);
     expect(otel.spans().map((s) => `${s.name} ${s.attributes['deadline.outcome']}`)).toEqual(['set completed', 'get completed', 'del completed']);
+  });
+
+  it('without a DeadlineSpanProcessor on its span the guard writes completed itself', async () => {
+    // The span processor takes a marked span as completed (statement-in-flight); a provider without one does not.
+    const exporter = new InMemorySpanExporter();
+    const bare = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    instrumentation.setTracerProvider(bare);
+    try {
+      const c = client();
+      await c.ping();
+      const deadline = openDeadline({ operation: 'scope', timeoutMs: 10_000, parent: null });
+      await under(deadline, () => c.get(`otel-deadline:${randomUUID()}`));
+      deadline.dispose();
+      const spans = exporter.getFinishedSpans();
+      expect(spans.map((s) => `${s.name} ${s.attributes['deadline.outcome']}`)).toEqual(['get completed']);
+      // Nothing else of ours: no processor wrote the start attributes.
+      expect(spans[0]!.attributes['deadline.remaining_ms']).toBeUndefined();
+    } finally {
+      instrumentation.setTracerProvider(trace.getTracerProvider());
+      await bare.shutdown();
+    }
   });
 
   it('a command ioredis rejects before it returns (connection closed) releases the deadline at once', async () => {
