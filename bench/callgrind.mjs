@@ -2,10 +2,11 @@
 // valgrind's callgrind, for bench:http:instructions.
 //
 // One process per configuration: start-up, 300 warm-up requests, then one or
-// more segments of 1,500 requests each. Callgrind dumps its counters (and
-// starts from zero again) when the 500th and the 1,500th reply of a segment
-// are in, so every second dump holds the instructions of exactly the 1,000
-// requests between them: the difference between 500 and 1,500 requests, with
+// more segments: 1,500 requests each for the first three, 5,500 each after the
+// uncounted stretch (SETTLED_LONG). Callgrind dumps its counters (and starts
+// from zero again) when the 500th and the last reply of a segment are in, so
+// every second dump holds the instructions of exactly the requests between
+// them (the first window: the difference between 500 and 1,500 requests), with
 // start-up, warm-up and exit left out. The marks are calls to os.getPriority(),
 // whose libuv function (uv_os_getpriority) nothing else on this path calls,
 // named to callgrind with --dump-before. Segments after the first change which
@@ -57,6 +58,22 @@ export const LONG = 1500;
 export const WARMUP_REQUESTS = 300;
 /** Segments counted before the uncounted stretch; the later ones are the settled windows. */
 export const SETTLE_AFTER_SEGMENTS = 3;
+/**
+ * Requests in each segment from SETTLE_AFTER_SEGMENTS on (the settled windows and
+ * the floor's pieces), counted from the SHORTth reply to the last: 5,000 counted
+ * requests instead of 1,000. A scavenge on this chain costs some 29 million
+ * instructions (Node 24) and falls every 650 to 800 requests, so a window of
+ * 1,000 held one or two of them: on one build the three settled windows read
+ * 558,777, 584,834 and 585,022 instructions per request, and one scavenge more
+ * or less in a window moved a configuration's figure by 10,000 (BENCH_INSTR_SETTLED_LONG
+ * to change it). Over 5,000 requests a window holds six or seven.
+ */
+export const SETTLED_LONG = Number(process.env.BENCH_INSTR_SETTLED_LONG ?? 5_500);
+
+/** How many requests segment `index` (from 0) runs: LONG before the uncounted stretch, SETTLED_LONG after it. */
+export function segmentLength(index) {
+  return index >= SETTLE_AFTER_SEGMENTS ? SETTLED_LONG : LONG;
+}
 /** Requests of the uncounted stretch (BENCH_INSTR_SETTLE to change it; 0 for none). */
 export const SETTLE_REQUESTS = Number(process.env.BENCH_INSTR_SETTLE ?? 20_000);
 /** Requests run about 100 times slower under valgrind: a budget the chain cannot use up. */
@@ -81,8 +98,9 @@ async function measure(parts, segments) {
     // No gc() at the marks: tried, and a forced full collection made the
     // 1,000 requests after it cost 1.5 times as many instructions (plain
     // chain: 2.37 M instead of 1.59 M per request).
-    await drive(port, LONG, BUDGET_MS, (done) => {
-      if (done === SHORT || done === LONG) getPriority();
+    const length = segmentLength(segment - 1);
+    await drive(port, length, BUDGET_MS, (done) => {
+      if (done === SHORT || done === length) getPriority();
     });
   }
   process.exit(0);
@@ -128,9 +146,10 @@ export async function countWindows(parts, segments = [[]]) {
     label: `[${parts}]`,
     compileOf: measured,
   });
-  return measured.map((index) => {
+  return measured.map((index, k) => {
     if (dumps[index] === undefined) throw new Error(`callgrind run [${parts}]: no dump out.${index + 1}`);
-    return { total: dumps[index].total / (LONG - SHORT), compile: dumps[index].compile / (LONG - SHORT) };
+    const requests = segmentLength(k) - SHORT;
+    return { total: dumps[index].total / requests, compile: dumps[index].compile / requests };
   });
 }
 

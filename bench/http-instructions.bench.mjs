@@ -12,8 +12,9 @@
 // (bench/contract-floor.mjs). OTel's own added cost is plain minus bare; every
 // other configuration's added cost is given as a share of it.
 //
-// Each configuration is counted in six windows of 1,000 requests in one
-// process. The first is issue 16's method (the difference between 500 and
+// Each configuration is counted in six windows in one process: three of
+// 1,000 requests, then (after the uncounted stretch) three of 5,000, long
+// enough to hold several scavenges each (SETTLED_LONG in callgrind.mjs). The first is issue 16's method (the difference between 500 and
 // 1,500 requests after 300 warm-up requests); it is mostly V8 compiling the
 // code it has just found hot, a cost paid once per process that grows with the
 // amount of hot code. The windows go on until that has settled: callgrind
@@ -38,7 +39,7 @@
 // from such a file again without counting.
 import { ALL_PARTS } from './http-chain.mjs';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { instructionsPerRequest, LONG, SETTLE_REQUESTS, SHORT, WARMUP_REQUESTS } from './callgrind.mjs';
+import { instructionsPerRequest, LONG, SETTLE_REQUESTS, SETTLED_LONG, SHORT, WARMUP_REQUESTS } from './callgrind.mjs';
 import { fmt } from './stats.mjs';
 
 /** The plugin may add at most this share of OTel's own added instructions (issue 16 §4). */
@@ -121,21 +122,23 @@ async function main() {
   const share = (v, i) => (v[i] - v[1]) / otel(v);
   const verdict = (v) => (share(v, 2) <= GOAL_SHARE ? 'met' : 'NOT met');
   const settledFrom = WARMUP_REQUESTS + SETTLED_FROM * LONG + settleRequests;
-  const lastWindow = settledFrom + (WINDOWS - SETTLED_FROM - 1) * LONG;
+  const lastWindow = settledFrom + (WINDOWS - SETTLED_FROM - 1) * SETTLED_LONG;
   const block = sectionName('http:instructions', node);
   const lines = [
     `<!-- bench:${block} -->`,
     `### HTTP chain in instructions (\`npm run bench:http:instructions\`)${lineSuffix(node)}`,
     '',
     `The bench:http chain in one process per configuration, driven over 16 keep-alive sockets, under valgrind's callgrind`,
-    `with V8's --predictable. After ${WARMUP_REQUESTS} warm-up requests each process runs ${WINDOWS} windows of ${fmt(LONG)} requests and counts the`,
+    `with V8's --predictable. After ${WARMUP_REQUESTS} warm-up requests each process runs ${SETTLED_FROM} windows of ${fmt(LONG)} requests and counts the`,
     `instructions between the ${fmt(SHORT)}th and the ${fmt(LONG)}th reply of each: ${fmt(LONG - SHORT)} requests, driver included.`,
     `"Early" is the first window (requests ${fmt(WARMUP_REQUESTS + SHORT)} to ${fmt(WARMUP_REQUESTS + LONG)}: issue 16's "difference between 500 and 1,500`,
     `requests"), "steady" the second (requests ${fmt(WARMUP_REQUESTS + LONG + SHORT)} to ${fmt(WARMUP_REQUESTS + 2 * LONG)}). Both still pay for V8 compiling the code it has`,
     `just found hot (the "JIT" column: Compiler::CompileOptimized and its OSR form, TurboFan and Maglev), once per process.`,
     `After window ${SETTLED_FROM}, ${fmt(settleRequests)} more requests run uncounted (callgrind's instrumentation switched off), because V8 13`,
     'goes on tiering code up for that long. "Settled" is what each further request costs: the mean of windows',
-    `${SETTLED_FROM + 1} to ${WINDOWS} (requests ${fmt(settledFrom + SHORT)} to ${fmt(lastWindow + LONG)}) without compilation (${fmt(settledCompile[2])} instructions per request`,
+    `${SETTLED_FROM + 1} to ${WINDOWS}, each of ${fmt(SETTLED_LONG)} requests counted from the ${fmt(SHORT)}th reply (requests ${fmt(settledFrom + SHORT)} to ${fmt(lastWindow + SETTLED_LONG)}: a scavenge`,
+    `costs tens of millions of instructions and falls every several hundred requests, so a window of 1,000 held one or two and one more or less`,
+    `moved a figure by some 10,000 per request), without compilation (${fmt(settledCompile[2])} instructions per request`,
     `were still compiling in the plugin's, ${fmt(settledCompile[1])} in the plain chain's). Scavenges are in every figure; no full collection falls in`,
     'any window (the old space starts at 1 GiB and the memory reducer is off: where V8 put one otherwise depended on how',
     'fast the machine ran). Batches of 512 spans are exported when full and metrics never (no export timer). Instructions',
@@ -174,7 +177,7 @@ function floorSection(segments, floor, plain, otel, node) {
     '### The contract floor, piece by piece (`npm run bench:http:instructions`)',
     '',
     "The contract floor's run of the section above (bench/contract-floor.mjs: the histogram on hop-entry spans only)",
-    `continues after its settled windows in more windows of ${fmt(LONG)} requests, counted the same way (without compilation): in`,
+    `continues after its settled windows in more windows of ${fmt(SETTLED_LONG)} requests, counted the same way (without compilation): in`,
     'each, one piece of the floor is left out, and the piece costs what the floor saves without it, against the settled plain',
     'chain. The process ends with the whole floor again, which shows how far its figures drifted over the windows:',
     `${fmt(floor)} settled, ${fmt(again)} at the end.`,

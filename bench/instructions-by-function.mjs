@@ -1,6 +1,6 @@
 // Where the instructions of the bench:http chain go, function by function:
-// the chain under valgrind's callgrind (bench/callgrind.mjs, six windows of
-// 1,000 requests, the last three after the uncounted stretch that lets V8
+// the chain under valgrind's callgrind (bench/callgrind.mjs, six windows, the
+// last three of 5,000 requests after the uncounted stretch that lets V8
 // finish tiering up), with V8's --perf-basic-prof naming its
 // JIT code. Callgrind sees compiled JavaScript only as addresses; the map V8
 // writes to /tmp/perf-<pid>.map gives each address range its function, so the
@@ -21,12 +21,13 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chainCallgrindArgs, chainEnv } from './callgrind.mjs';
+import { chainCallgrindArgs, chainEnv, SETTLED_LONG, SHORT } from './callgrind.mjs';
 import { ALL_PARTS } from './http-chain.mjs';
 
 const SETTLED_DUMPS = [8, 10, 12];
 const STACK_BOTTOM = /PROGRAM TOTALS|\(below main\)|^\?\?\?:main |__libc_start_main|ld-linux|node::Start\(|NodeMainInstance::Run|SpinEventLoopInternal/;
-const REQUESTS_PER_WINDOW = 1000;
+/** What each settled window counts (bench/callgrind.mjs). */
+const REQUESTS_PER_WINDOW = SETTLED_LONG - SHORT;
 const NAMED = { whole: ALL_PARTS.join(','), plain: '', floor: 'floor' };
 
 /** Runs one configuration under callgrind; resolves with the folder holding its dumps and V8's map. */

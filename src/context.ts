@@ -2,6 +2,7 @@ import { context, createContextKey, propagation, type Baggage, type Context } fr
 import type { Deadline } from './deadline';
 import { BAGGAGE_DEADLINE_KEY } from './attributes';
 import { DeadlineOnlyBaggage } from './deadline-baggage';
+import { dispatchingCall } from './dispatching-call';
 import { OutgoingCallBaggage } from './outgoing-call-baggage';
 import { parseIntegerMs } from './propagation/parse';
 
@@ -98,14 +99,32 @@ export function isWritingDeadlineHeaders(ctx: Context): boolean {
 /**
  * @internal The outgoing call `ctx` was made for: the value under
  * OUTGOING_CALL_KEY, else the call an OutgoingCallBaggage carries (see
- * withOutgoingCall). The key wins: it is only ever set later than such a
- * baggage, for a call made from inside another call's transport.
+ * withOutgoingCall), else the call runInCallTransport is dispatching. The key
+ * wins: it is only ever set later than such a baggage, for a call made from
+ * inside another call's transport, and a call dispatched inline is never
+ * nested in one (mayDispatchInline).
  */
 export function outgoingCallOf(ctx: Context): unknown {
   const value = ctx.getValue(OUTGOING_CALL_KEY);
   if (value !== undefined) return value;
   const bag = propagation.getBaggage(ctx);
-  return bag instanceof OutgoingCallBaggage ? bag.call : undefined;
+  return bag instanceof OutgoingCallBaggage ? bag.call : dispatchingCall();
+}
+
+/**
+ * @internal True when a call made under `ctx` may be dispatched with
+ * runInCallTransport: `ctx` carries no call already (a key, a baggage standing
+ * for one) and no off-wire mark an earlier call left, and no other dispatch
+ * runs synchronously around this one. A nested call takes a transport
+ * context, whose key wins over the call dispatched around it.
+ */
+export function mayDispatchInline(ctx: Context): boolean {
+  return (
+    dispatchingCall() === undefined &&
+    ctx.getValue(OUTGOING_CALL_KEY) === undefined &&
+    !isDeadlineOffWire(ctx) &&
+    !(propagation.getBaggage(ctx) instanceof OutgoingCallBaggage)
+  );
 }
 
 /**

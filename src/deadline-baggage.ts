@@ -1,5 +1,6 @@
 import { propagation, type Baggage, type BaggageEntry } from '@opentelemetry/api';
 import { BAGGAGE_DEADLINE_KEY } from './attributes';
+import { dispatchingCall } from './dispatching-call';
 
 /**
  * Baggage whose only entry is `deadline.at_ms`: what setDeadline puts in a
@@ -32,7 +33,15 @@ export class DeadlineOnlyBaggage implements Baggage {
     return key === BAGGAGE_DEADLINE_KEY ? { value: this.atMs } : undefined;
   }
 
+  /**
+   * Nothing while a guarded call dispatches inline (runInCallTransport): the
+   * call's own headers carry the deadline, and a W3C baggage propagator inside
+   * the transport would only print the cutoff for us to drop the repeat, as
+   * a transport context without this baggage (OutgoingCallBaggage) makes it
+   * see nothing either. getEntry still answers: only propagators list entries.
+   */
   getAllEntries(): [string, BaggageEntry][] {
+    if (dispatchingCall() !== undefined) return [];
     return [[BAGGAGE_DEADLINE_KEY, { value: this.atMs }]];
   }
 

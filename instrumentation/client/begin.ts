@@ -1,7 +1,7 @@
 import { SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
-import { getDeadline, withDeadlineOffWire, withDeadlineOnWire, withOutgoingCall, withoutDeadline } from '../../src/context';
+import { getDeadline, mayDispatchInline, withDeadlineOffWire, withDeadlineOnWire, withOutgoingCall, withoutDeadline } from '../../src/context';
 import { DeadlineNode, type Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineExceededError, errorForAbort, InsufficientBudgetError } from '../../src/errors';
 import { endRefusedSpan } from '../../src/open';
@@ -18,13 +18,24 @@ export interface CallRequest {
   /** Computed only when `ignoreOutgoingRequest` or `propagateTo` is configured. */
   url: () => string | undefined;
   callerSignal?: AbortSignal;
+  /**
+   * The transport creates the request, and runs every hook that looks for the
+   * call, synchronously inside its dispatch (undici): the call may then be
+   * dispatched in the caller's own context with runInCallTransport, without
+   * a transport context (see `inline` in Decision).
+   */
+  synchronousHooks?: boolean;
 }
 
 export type Decision =
   | { kind: 'pass'; context?: Context }
   | { kind: 'refuse'; error: Error }
-  /** `propagate`: whether the deadline headers may go to the call's first URL (`propagateTo`). */
-  | { kind: 'guard'; call: OutgoingCall; context: Context; propagate: boolean };
+  /**
+   * `propagate`: whether the deadline headers may go to the call's first URL (`propagateTo`).
+   * `inline`: dispatch with runInCallTransport, in the caller's context (`context` is that
+   * context then); otherwise run the transport in `context`.
+   */
+  | { kind: 'guard'; call: OutgoingCall; context: Context; propagate: boolean; inline: boolean };
 
 const PASS: Decision = { kind: 'pass' };
 
@@ -91,7 +102,8 @@ export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: C
   if (refusal !== undefined) call.markWouldReject();
   const allowed = settings.propagatesTo;
   const propagate = allowed === undefined || safeExecuteInTheMiddle(() => allowed(request.url()), () => {}, true) === true;
-  return { kind: 'guard', call, context: transportContext(ctx, call, propagate), propagate };
+  const inline = propagate && request.synchronousHooks === true && mayDispatchInline(ctx);
+  return { kind: 'guard', call, context: inline ? ctx : transportContext(ctx, call, propagate), propagate, inline };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { Duplex } from 'node:stream';
 import { context, type Context } from '@opentelemetry/api';
-import { beginCall, recordRefusal } from './begin';
+import { beginCall, recordRefusal, type Decision } from './begin';
+import { runInCallTransport } from '../../src/dispatching-call';
 import type { OutgoingCall } from './call';
 import type { ClientHost } from './host';
 import { claimsEarlyReject, errorFromClaim, parseRejectBody, readSmallBody } from './reply';
@@ -47,6 +48,8 @@ interface CallShape {
   /** For a top-level call given no options: its URL argument, which may be dispatched directly. */
   bareUrl: unknown;
 }
+
+type Guarded = Extract<Decision, { kind: 'guard' }>;
 
 const NO_URL: unique symbol = Symbol('dispatcher call');
 /** The `rest` of the usual call, which passes nothing after the url and options. */
@@ -160,10 +163,11 @@ function callOriginal(original: AnyFunction, self: unknown, args: unknown[], ctx
 
 /**
  * Calls the API with `options`, directly for a bare top-level call (see
- * DirectDispatch), else through `original`. While it runs, a request undici
- * creates at once carries the headers `options` has (when `withHeaders`):
- * the call says so to the propagators inside undici (isWritingDeadlineHeaders).
- * A request queued in a Pool is created later, unmarked.
+ * DirectDispatch), else through `original`, inline in the caller's context or
+ * in the decision's transport context. While it runs, a request undici
+ * creates at once carries the headers `options` has (when the decision
+ * propagates): the call says so to the propagators inside undici
+ * (isWritingDeadlineHeaders). A request queued in a Pool is created later, unmarked.
  */
 function invoke(
   original: AnyFunction,
@@ -172,18 +176,18 @@ function invoke(
   direct: DirectDispatch | undefined,
   options: { headers: unknown; signal: unknown },
   rest: readonly unknown[],
-  ctx: Context,
-  call: OutgoingCall,
-  withHeaders: boolean,
+  decision: Guarded,
 ): unknown {
+  const { call } = decision;
   // Parsed only here: a call without a deadline never gets this far.
   const literal = direct === undefined || shape.bareUrl === undefined ? undefined : bareCallOptions(shape.bareUrl, options.headers, options.signal);
-  call.writingDeadlineHeaders = withHeaders;
+  const dispatch =
+    direct === undefined || literal === undefined
+      ? () => original.apply(self, rebuildArgs(shape, { ...shape.options, ...options }, rest))
+      : () => direct.apiFn.call(direct.getGlobalDispatcher(), literal, ...rest);
+  call.writingDeadlineHeaders = decision.propagate;
   try {
-    if (direct === undefined || literal === undefined) {
-      return callOriginal(original, self, rebuildArgs(shape, { ...shape.options, ...options }, rest), ctx);
-    }
-    return context.with(ctx, () => direct.apiFn.call(direct.getGlobalDispatcher(), literal, ...rest));
+    return decision.inline ? runInCallTransport(call, dispatch) : context.with(decision.context, dispatch);
   } catch (error) {
     // Thrown before undici took the request (a bad URL or option): nothing is in flight.
     call.apiSettled();
@@ -212,6 +216,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
           hasBody: shape.options.body != null,
           url: callUrl,
           callerSignal: callerSignal instanceof AbortSignal ? callerSignal : undefined,
+          synchronousHooks: true,
         },
         ctx,
       );
@@ -260,7 +265,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
       const options = { headers, signal };
 
       if (api === 'pipeline') {
-        const duplex = invoke(original, this, shape, direct, options, rest, decision.context, call, decision.propagate) as Duplex;
+        const duplex = invoke(original, this, shape, direct, options, rest, decision) as Duplex;
         failNow = (reason) => duplex.destroy(reason as Error);
         duplex.once('close', () => call.apiSettled());
         return duplex;
@@ -297,8 +302,8 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
       };
       // request(opts, callback) sends its reply to the callback right after the options; undici's
       // top-level stream(url, opts, factory) passes no callback on, so stream keeps undici's promise.
-      if (api === 'request') invoke(original, this, shape, direct, options, [onReply], decision.context, call, decision.propagate);
-      else (invoke(original, this, shape, direct, options, rest, decision.context, call, decision.propagate) as Promise<unknown>).then((result) => onReply(null, result), fail);
+      if (api === 'request') invoke(original, this, shape, direct, options, [onReply], decision);
+      else (invoke(original, this, shape, direct, options, rest, decision) as Promise<unknown>).then((result) => onReply(null, result), fail);
       if (!hasCallback) return promise;
       promise.then(
         (result) => (callback as AnyFunction)(null, result),

@@ -16,6 +16,7 @@ import {
   setDeadline,
   type ManagedDeadline,
 } from '../../../src';
+import { outgoingCallOf } from '../../../src/context';
 import { passedDeadline } from '../../helpers/clock';
 import { installOtel, sleep, type TestOtel } from '../../helpers/otel';
 import { readBody, requestError, response, startCountingServer, type CountingServer } from './servers';
@@ -152,6 +153,55 @@ export function coexistenceSuite(order: RegistrationOrder): void {
       } finally {
         await pool.close();
         setGlobal(new DeadlinePropagator());
+      }
+    });
+
+    it('dispatches a guarded undici call in the caller context: no propagator inside it writes the deadline, a call made inside it is its own', async () => {
+      // What each global propagator writes inside undici's dispatch (instrumentation-undici injects through them).
+      const writes: string[] = [];
+      const counting = <T extends { inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void }>(propagator: T): T => {
+        const inject = propagator.inject.bind(propagator);
+        propagator.inject = (ctx, carrier, setter) => inject(ctx, carrier, { set: (c, key, value) => (writes.push(key), setter.set(c, key, value)) });
+        return propagator;
+      };
+      const setGlobal = (baggagePropagator: W3CBaggagePropagator, deadlinePropagator: DeadlinePropagator) => {
+        propagation.disable();
+        propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), baggagePropagator, deadlinePropagator] }));
+      };
+      setGlobal(counting(new W3CBaggagePropagator()), counting(new DeadlinePropagator()));
+      // A subscriber that makes a request of its own, synchronously, from inside the dispatch of /outer.
+      const diagnostics = createRequire(import.meta.url)('node:diagnostics_channel') as typeof import('node:diagnostics_channel');
+      let inner: Promise<unknown> | undefined;
+      const onCreate = (message: unknown) => {
+        const { request } = message as { request: { path: string } };
+        if (request.path === '/outer' && inner === undefined) inner = undici.request(`${server.url}/inner`).then((reply) => reply.body.text());
+      };
+      diagnostics.subscribe('undici:request:create', onCreate);
+      try {
+        const d = openDeadline({ operation: 'root', timeoutMs: 5_000, parent: null });
+        const outer = await under(d, async () => (await undici.request(`${server.url}/outer`)).body.text());
+        await inner;
+        d.dispose();
+        // Only traceparent: neither the W3C baggage propagator nor ours wrote anything for either request.
+        expect(writes.filter((key) => key !== 'traceparent')).toEqual([]);
+        expect(outer).toBe('ok');
+        expect(server.arrivals.map((a) => a.url).sort()).toEqual(['/inner', '/outer']);
+        server.arrivals.forEach((arrival) => {
+          for (const name of ['x-deadline-remaining-ms', 'x-deadline-at-ms', 'baggage', 'traceparent']) {
+            expect([arrival.url, name, server.headerCount(server.arrivals.indexOf(arrival), name)]).toEqual([arrival.url, name, 1]);
+          }
+        });
+        // Each request is a guarded call of its own, with the outcome on its own client span.
+        const outcomes = clientSpans(UNDICI_SCOPE).map((span) => [span.attributes['url.full'], span.attributes['deadline.outcome']]);
+        expect(outcomes.sort()).toEqual([
+          [`${server.url}/inner`, 'completed'],
+          [`${server.url}/outer`, 'completed'],
+        ]);
+        // The transport ran in the caller's context: the call is not left in anything made from there.
+        expect(outgoingCallOf(context.active())).toBeUndefined();
+      } finally {
+        diagnostics.unsubscribe('undici:request:create', onCreate);
+        setGlobal(new W3CBaggagePropagator(), new DeadlinePropagator());
       }
     });
 
