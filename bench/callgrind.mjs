@@ -43,7 +43,10 @@
 //   fast, and not counted). V8 13 (Node 24) keeps tiering code up for some
 //   20,000 requests: without that stretch its windows 4 to 6 still spent
 //   90,000 to 130,000 instructions per request compiling, and what they ran
-//   was still getting cheaper from window to window.
+//   was still getting cheaper from window to window. After 20,000 the first
+//   settled window of 5,000 still compiled about 8,000 per request and ran
+//   4,600 (whole plugin) to 8,200 (plain chain) dearer than the next two, so
+//   the stretch is 30,000.
 //
 // Run as a script (`node bench/callgrind.mjs --measure PARTS [OMIT;OMIT;...]`)
 // it is the child under callgrind.
@@ -75,7 +78,7 @@ export function segmentLength(index) {
   return index >= SETTLE_AFTER_SEGMENTS ? SETTLED_LONG : LONG;
 }
 /** Requests of the uncounted stretch (BENCH_INSTR_SETTLE to change it; 0 for none). */
-export const SETTLE_REQUESTS = Number(process.env.BENCH_INSTR_SETTLE ?? 20_000);
+export const SETTLE_REQUESTS = Number(process.env.BENCH_INSTR_SETTLE ?? 30_000);
 /** Requests run about 100 times slower under valgrind: a budget the chain cannot use up. */
 const BUDGET_MS = 600_000;
 /** A run under callgrind takes minutes on an idle machine, far longer on a loaded one; a run past this is stuck. */
