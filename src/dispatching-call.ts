@@ -12,9 +12,10 @@ let dispatching: object | undefined;
  * transport whose hooks all run synchronously inside the dispatch: undici
  * creates the request, and instrumentation-undici and our channel subscriber
  * see it, before its dispatch returns. A transport context costs a copy of
- * the whole context and a context-manager frame for it, and every async
- * resource created inside keeps that frame, and through it the call, alive
- * (BENCHMARKS.md measures what that cost). Only for a context with no call in
+ * the whole context and a context-manager frame for it, which async
+ * resources created inside keep (a connection's TCP handle holds the frame,
+ * and through it the call, of the request that opened it); docs/internals.md
+ * gives what that cost on the bench chain. Only for a context with no call in
  * it already: see mayDispatchInline in src/context.ts.
  */
 export function runInCallTransport<T>(call: object, dispatch: () => T): T {
