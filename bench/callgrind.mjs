@@ -72,6 +72,9 @@ export const SETTLE_AFTER_SEGMENTS = 3;
  * to change it). Over 5,000 requests a window holds six or seven.
  */
 export const SETTLED_LONG = Number(process.env.BENCH_INSTR_SETTLED_LONG ?? 5_500);
+if (!Number.isInteger(SETTLED_LONG) || SETTLED_LONG <= SHORT) {
+  throw new RangeError(`BENCH_INSTR_SETTLED_LONG must be a whole number of requests above ${SHORT}, got ${process.env.BENCH_INSTR_SETTLED_LONG}`);
+}
 
 /** How many requests segment `index` (from 0) runs: LONG before the uncounted stretch, SETTLED_LONG after it. */
 export function segmentLength(index) {

@@ -172,9 +172,15 @@ export function coexistenceSuite(order: RegistrationOrder): void {
       // A subscriber that makes a request of its own, synchronously, from inside the dispatch of /outer.
       const diagnostics = createRequire(import.meta.url)('node:diagnostics_channel') as typeof import('node:diagnostics_channel');
       let inner: Promise<unknown> | undefined;
+      // What a hook inside /outer's dispatch sees, and the context an async resource made there keeps.
+      let callDuringDispatch: unknown;
+      let contextKeptFromDispatch: Context | undefined;
       const onCreate = (message: unknown) => {
         const { request } = message as { request: { path: string } };
-        if (request.path === '/outer' && inner === undefined) inner = undici.request(`${server.url}/inner`).then((reply) => reply.body.text());
+        if (request.path !== '/outer' || inner !== undefined) return;
+        callDuringDispatch = outgoingCallOf(context.active());
+        contextKeptFromDispatch = context.active();
+        inner = undici.request(`${server.url}/inner`).then((reply) => reply.body.text());
       };
       diagnostics.subscribe('undici:request:create', onCreate);
       try {
@@ -197,7 +203,11 @@ export function coexistenceSuite(order: RegistrationOrder): void {
           [`${server.url}/inner`, 'completed'],
           [`${server.url}/outer`, 'completed'],
         ]);
-        // The transport ran in the caller's context: the call is not left in anything made from there.
+        // Inside the dispatch the hooks found the call; the context they ran in is the caller's own, so
+        // nothing made there keeps the call (a transport context would: outgoingCallOf found the call in it).
+        expect(callDuringDispatch).toMatchObject({ transport: 'undici', settled: true });
+        expect(contextKeptFromDispatch).toBeDefined();
+        expect(outgoingCallOf(contextKeptFromDispatch!)).toBeUndefined();
         expect(outgoingCallOf(context.active())).toBeUndefined();
       } finally {
         diagnostics.unsubscribe('undici:request:create', onCreate);
