@@ -323,7 +323,8 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
   watchAbort(watcher: AbortWatcher): void {
     if (this.reason === NOT_ABORTED && !this.armed) this.arm();
     if (this.reason !== NOT_ABORTED) return watcher.onDeadlineAbort(this.reason);
-    this.startTimer();
+    // Checked here as well: every guarded call comes through, and the timer is nearly always there already.
+    if (this.timer === undefined) this.startTimer();
     (this.abortSubscribers ??= new LinkedSet()).add(watcher);
   }
 
