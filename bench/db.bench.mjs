@@ -33,8 +33,23 @@ import { fmt, median } from './stats.mjs';
 const ROUNDS = Number(process.env.BENCH_DB_ROUNDS ?? 12);
 const ROUND_SECONDS = Number(process.env.BENCH_DB_SECONDS ?? 1);
 const WARMUP_SECONDS = 2;
-/** Each slice of the in-process comparison (four per round and workload). */
+/** Each slice of the in-process comparison (four per comparison). */
 const AB_SLICE_SECONDS = Number(process.env.BENCH_DB_AB_SECONDS ?? 0.5);
+/**
+ * In-process comparisons per round and workload. Each one's ratio moves by
+ * about ±4 % on this 2-core VM (the control's rounds), so the median of the
+ * 12 comparisons that one per round gave moved by a few percent from run to
+ * run, about the targets' whole margin; two per round halve that spread's variance.
+ */
+const AB_PER_ROUND = Number(process.env.BENCH_DB_AB_PER_ROUND ?? 2);
+/**
+ * An uncounted slice before each comparison, in the state of its first slice.
+ * The child has sat idle while the others ran their rounds, and the first
+ * slice after that idle spell ran slower (caches, the scheduler): in ABBA
+ * order that slowness fell on guard-off and in BAAB on guard-on, so it
+ * widened the spread of the per-comparison ratios instead of cancelling out.
+ */
+const AB_WARMUP_SECONDS = Number(process.env.BENCH_DB_AB_WARMUP_SECONDS ?? 0.25);
 const WORKLOADS = ['pg-throughput', 'pg-latency', 'redis-throughput'];
 
 /** Child: one workload set, answering each request with one round's figures. */
@@ -69,14 +84,15 @@ function round(child, workload, seconds, guard = undefined) {
 }
 
 /**
- * One in-process comparison in the guard-on child: four slices, guard off and
- * on in ABBA order (BAAB on odd rounds), so a drift within the round weighs on
- * both alike. Returns the guard-on slices' ops/s, p50 and CPU over the
+ * One in-process comparison in the guard-on child: an uncounted warm-up
+ * slice, then four slices, guard off and on in ABBA order (BAAB for an odd
+ * `r`), so a drift within the comparison weighs on both alike. Returns the guard-on slices' ops/s, p50 and CPU over the
  * guard-off slices' (throughput and CPU from the summed slices, p50 from the
  * slices' mean).
  */
 async function inProcessPair(child, workload, r) {
   const order = r % 2 === 0 ? [false, true, true, false] : [true, false, false, true];
+  if (AB_WARMUP_SECONDS > 0) await round(child, workload, AB_WARMUP_SECONDS, order[0]);
   const slices = { true: [], false: [] };
   for (const guard of order) slices[guard].push(await round(child, workload, AB_SLICE_SECONDS, guard));
   const sum = (list, pick) => list.reduce((total, s) => total + pick(s), 0);
@@ -108,8 +124,13 @@ async function drive() {
         const order = MODES.map((_, k) => MODES[(k + r) % MODES.length]);
         for (const mode of order) samples[workload][mode].push(await round(children[mode], workload, ROUND_SECONDS));
         twins[workload].push(await round(twin, workload, ROUND_SECONDS));
-        inProcess[workload].push(await inProcessPair(children['guard-on'], workload, r));
-        control[workload].push(await inProcessPair(children['guard-off'], workload, r));
+        for (let k = 0; k < AB_PER_ROUND; k++) {
+          // ABBA and BAAB alternate from one comparison to the next; with an even count per round, the
+          // order that opens a round alternates too.
+          const index = r * AB_PER_ROUND + k + (AB_PER_ROUND % 2 === 0 ? r : 0);
+          inProcess[workload].push(await inProcessPair(children['guard-on'], workload, index));
+          control[workload].push(await inProcessPair(children['guard-off'], workload, index));
+        }
       }
     }
   } finally {
@@ -180,11 +201,12 @@ async function drive() {
     '| --- | ---: | ---: | ---: |',
     ...WORKLOADS.map((workload) => `| ${workload} | ${twinRow(workload)} |`),
     '',
-    `In one process: each round, after the modes above, the guard-on child runs each workload in four slices of ${AB_SLICE_SECONDS} s with`,
-    'its guard switched off and on (DeadlineInstrumentation disabled and enabled again: off, its wrappers under the driver',
-    'instrumentations\' pass each call straight on), in ABBA order (BAAB on odd rounds);',
-    'a round\'s ratio is its guard-on slices over its guard-off slices. The control runs the same slices in the guard-off',
-    'child, whose two halves are identical: what the method reads when nothing changes. Medians of the rounds (lowest–highest):',
+    `In one process: each round, after the modes above, the guard-on child runs ${AB_PER_ROUND} comparison(s) per workload, each an`,
+    `uncounted ${AB_WARMUP_SECONDS} s slice and then four slices of ${AB_SLICE_SECONDS} s with its guard switched off and on (DeadlineInstrumentation`,
+    'disabled and enabled again: off, its wrappers under the driver instrumentations\' pass each call straight on), in ABBA',
+    'and BAAB order by turns; a comparison\'s ratio is its guard-on slices over its guard-off slices. The control runs the same',
+    'slices in the guard-off child, whose two halves are identical: what the method reads when nothing changes. Medians of',
+    `the ${ROUNDS * AB_PER_ROUND} comparisons (lowest–highest):`,
     '',
     '| workload | ops/s ratio | control | p50 ratio | control | CPU ratio | control |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',

@@ -10,6 +10,7 @@ import {
   epochToMonotonic,
   minCutoff,
   monotonicNow,
+  monotonicNowForOpening,
   remainingUntil,
   safeTimerDelay,
 } from './time';
@@ -646,7 +647,7 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
   // the one enforced here; for an absolute expiresAtMs the monotonic clock first, so the cutoff
   // enforced here is never later than the one asked for.
   const earlyEpoch = hasTimeout ? Date.now() : 0;
-  const nowMono = monotonicNow();
+  const nowMono = monotonicNowForOpening();
   const nowEpoch = hasTimeout ? earlyEpoch : Date.now();
   let ownCutoff: number;
   let ownExpiresAt: number;

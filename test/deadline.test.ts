@@ -483,3 +483,59 @@ describe('watchAbort and leftBeforeAbort (what database guards use on every stat
     }
   });
 });
+
+describe('the clock a deadline reads', () => {
+  // The package holds the `performance` object instead of reading Node's accessor global on every
+  // clock read, and looks it up again each time it opens a deadline: fake timers installed before
+  // a deadline is opened must govern it, as they did when the global was read on every call.
+  it('follows fake timers that replace the global performance, installed before the deadline opens', () => {
+    const realPerformance = globalThis.performance;
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });
+    let d: ManagedDeadline | undefined;
+    try {
+      expect(globalThis.performance).not.toBe(realPerformance);
+      d = openDeadline({ operation: 'faked', timeoutMs: 1_000, parent: null });
+      const signal = d.signal;
+      // Fake time stands still: exactly the budget is left, whatever the real clock did meanwhile.
+      expect(d.remainingMs()).toBe(1_000);
+      vi.advanceTimersByTime(400);
+      expect(d.remainingMs()).toBe(600);
+      expect(signal.aborted).toBe(false);
+      vi.advanceTimersByTime(600);
+      expect(d.remainingMs()).toBe(0);
+      expect(signal.aborted).toBe(true);
+      expect(signal.reason).toBeInstanceOf(DeadlineExceededError);
+    } finally {
+      d?.dispose();
+      vi.useRealTimers();
+    }
+  });
+
+  it('reads the real clock again for deadlines opened after the fake timers are gone', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });
+    const faked = openDeadline({ operation: 'faked', timeoutMs: 1_000, parent: null });
+    faked.dispose();
+    vi.useRealTimers();
+    const real = openDeadline({ operation: 'real', timeoutMs: 1_000, parent: null });
+    try {
+      const before = real.remainingMs();
+      await sleep(20);
+      // Real time passed: fake time would have left the remainder where it was.
+      expect(real.remainingMs()).toBeLessThan(before);
+    } finally {
+      real.dispose();
+    }
+  });
+
+  it('a spy on performance.now sees the reads of a deadline opened before the spy', () => {
+    const d = openDeadline({ operation: 'spied', timeoutMs: 10_000, parent: null });
+    const reads = vi.spyOn(performance, 'now').mockReturnValue(performance.now() + 20_000);
+    try {
+      expect(d.remainingMs()).toBe(0);
+      expect(reads).toHaveBeenCalled();
+    } finally {
+      reads.mockRestore();
+      d.dispose();
+    }
+  });
+});
