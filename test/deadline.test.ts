@@ -513,9 +513,11 @@ describe('the clock a deadline reads', () => {
 
   it('reads the real clock again for deadlines opened after the fake timers are gone', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });
-    const faked = openDeadline({ operation: 'faked', timeoutMs: 1_000, parent: null });
-    faked.dispose();
-    vi.useRealTimers();
+    try {
+      openDeadline({ operation: 'faked', timeoutMs: 1_000, parent: null }).dispose();
+    } finally {
+      vi.useRealTimers();
+    }
     const real = openDeadline({ operation: 'real', timeoutMs: 1_000, parent: null });
     try {
       const before = real.remainingMs();
