@@ -1,6 +1,6 @@
 import { SpanKind, SpanStatusCode, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
-import type { Linked, LinkedSet } from '../../src/linked-set';
+import { LinkedItem } from '../../src/linked-set';
 import { abortCodeOf, describeAbortReason, DeadlineExceededError, errorForAbort } from '../../src/errors';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME, type DeadlineOutcome } from '../../src/attributes';
 import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
@@ -37,12 +37,7 @@ export interface CutoffHandler {
  * it can do without: the guard is its own abort watcher, its error names and
  * its read/write class are worked out only at a cutoff.
  */
-export class DbStatement implements AbortWatcher, Linked {
-  // The links of a LinkedSet (see LinkedItem), declared here rather than inherited: one constructor
-  // less in the chain each guarded command runs.
-  linkedIn: LinkedSet<Linked> | undefined = undefined;
-  linkPrev: Linked | undefined = undefined;
-  linkNext: Linked | undefined = undefined;
+export class DbStatement extends LinkedItem implements AbortWatcher {
   readonly deadline: Deadline;
   readonly observe: boolean;
   private readonly baseOperation: string;
@@ -65,6 +60,7 @@ export class DbStatement implements AbortWatcher, Linked {
    * `operation` is what the error and the span name the statement by, e.g. `pg.query`.
    */
   constructor(deadline: Deadline, observe: boolean, operation: string, write: boolean | undefined, sql?: unknown) {
+    super();
     this.deadline = deadline;
     this.observe = observe;
     this.baseOperation = operation;
