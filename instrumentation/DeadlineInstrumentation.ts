@@ -112,10 +112,12 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
    * Pass as `requestHook` to PgInstrumentation: the outcome of a statement
    * lands on instrumentation-pg's span whatever the registration order.
    * Without it the span processor still derives `expired` / `completed`.
+   * Give it the hook's second argument too when calling it from a hook of
+   * your own: the query text there ties the span to its statement.
    */
-  readonly pgRequestHook = (span: Span): void => this.drivers.slots.pg.hook(span);
-  /** Pass as `requestHook` to IORedisInstrumentation, for the same reason as pgRequestHook. */
-  readonly ioredisRequestHook = (span: Span): void => this.drivers.slots.ioredis.hook(span);
+  readonly pgRequestHook = (span: Span, info?: { query?: { text?: unknown } }): void => this.drivers.slots.pg.hook(span, info?.query?.text);
+  /** Pass as `requestHook` to IORedisInstrumentation, for the same reason as pgRequestHook (its `cmdArgs` tie the span to its command). */
+  readonly ioredisRequestHook = (span: Span, info?: { cmdArgs?: unknown }): void => this.drivers.slots.ioredis.hook(span, info?.cmdArgs);
 
   protected init(): InstrumentationNodeModuleDefinition[] {
     this.drivers ??= new DatabaseDrivers(this, this.host(), () => this.isEnabled());

@@ -1,64 +1,81 @@
-import { context, type Span } from '@opentelemetry/api';
-import { isTracingSuppressed } from '@opentelemetry/core';
-import { getDeadline } from '../../src/context';
-import type { Deadline } from '../../src/deadline';
+import type { Span } from '@opentelemetry/api';
 import { isOwnWrapper, isShimmerWrapper } from '../wrap';
 import type { DbStatement } from './statement';
 
+type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+
+/** What `dispatching` holds while a call passes through us untouched: an inner hook's span is nobody's. */
+const PASSING_THROUGH = Symbol('otel-deadline.passing-through');
+
 /**
- * Hands the span of a driver instrumentation (instrumentation-pg, -mysql2,
- * -ioredis) to the statement it covers, through that instrumentation's
- * `requestHook`, whatever the registration order:
+ * Hands the span of a driver instrumentation (instrumentation-pg, -ioredis)
+ * to the statement it covers, through that instrumentation's `requestHook`,
+ * whatever the registration order:
  * - registered after us, it wraps on top and calls the hook just before it
- *   calls our wrapper: the span waits in `pending` for the next statement;
+ *   calls our wrapper: the span waits in `pending` for that call, known by a
+ *   key both see (ioredis: the command's argument array; pg: the query text);
  * - registered before us, its wrapper runs inside ours and calls the hook
- *   while our statement is `dispatching`.
- * Both are synchronous steps of one driver call, so one slot per driver is enough.
- * A span announced outside a statement of ours while no deadline is active
- * (or tracing is suppressed) is ignored: our wrapper will not guard that call,
- * and when the driver instrumentation runs below us the span would otherwise
- * wait in `pending` and be taken by the next guarded call.
+ *   while our statement is `dispatching`, or while the call passes through.
+ * Both are synchronous steps of one driver call, so one slot per driver is
+ * enough. The hook reads no context: our wrapper's own read decides whether
+ * the call is guarded, so a call with no deadline costs that one read.
  */
 export class DriverSpanSlot {
-  private dispatching: DbStatement | undefined = undefined;
+  private dispatching: DbStatement | typeof PASSING_THROUGH | undefined = undefined;
   private pending: Span | undefined = undefined;
-  /** The deadline active when `pending` was announced. */
-  private pendingDeadline: Deadline | undefined = undefined;
+  /** The key `pending` was announced with; undefined when the caller of the hook gave none. */
+  private pendingKey: unknown = undefined;
 
-  /** The `requestHook` to give the driver instrumentation. */
-  readonly hook = (span: Span): void => {
-    if (this.dispatching !== undefined) return this.dispatching.adoptSpan(span);
-    const ctx = context.active();
-    const deadline = getDeadline(ctx);
-    if (deadline === undefined || isTracingSuppressed(ctx)) return;
+  constructor(private readonly isActive: () => boolean) {}
+
+  /** The `requestHook` to give the driver instrumentation, with the key of the call it announces. */
+  readonly hook = (span: Span, key?: unknown): void => {
+    const dispatching = this.dispatching;
+    if (dispatching !== undefined) {
+      if (dispatching !== PASSING_THROUGH) dispatching.adoptSpan(span);
+      return;
+    }
+    // Disabled, our wrappers pass every call through without taking it.
+    if (!this.isActive()) return;
     this.pending = span;
-    this.pendingDeadline = deadline;
+    this.pendingKey = key;
   };
 
   /**
-   * The deadline that was active when the span `take` is about to return was
-   * announced, if one is waiting: the one the call now entering our wrapper
-   * runs under, since the outer instrumentation calls its hook and then our
-   * wrapper in one synchronous step without changing the context. It saves
-   * that wrapper a context read of its own (about 460 instructions on Node 20).
-   * Read it before `take`, which forgets both.
+   * The span an outer instrumentation announced for the call now entering our
+   * wrapper, if its key is `key`: the same array, the same string, or one
+   * that starts with it (instrumentation-pg's sqlcommenter option appends a
+   * comment to the text after the hook). A span announced for another call
+   * stays: instrumentation-pg sends its own `SET application_name` through
+   * us between its hook and the statement the span is for.
    */
-  announcedDeadline(): Deadline | undefined {
-    return this.pending === undefined ? undefined : this.pendingDeadline;
-  }
-
-  /** The span an outer instrumentation announced for the call now entering our wrapper. */
-  take(): Span | undefined {
+  take(key: unknown): Span | undefined {
     const span = this.pending;
+    if (span === undefined) return undefined;
+    const announced = this.pendingKey;
+    if (announced !== undefined && key !== announced && !(typeof key === 'string' && typeof announced === 'string' && key.startsWith(announced))) return undefined;
     this.pending = undefined;
-    this.pendingDeadline = undefined;
+    this.pendingKey = undefined;
     return span;
   }
 
   /** Runs the driver's method (`method.apply(self, args)`) with `statement` as the one inner hooks report to. */
-  dispatch(statement: DbStatement, method: (this: unknown, ...args: unknown[]) => unknown, self: unknown, args: unknown[]): unknown {
+  dispatch(statement: DbStatement, method: AnyFunction, self: unknown, args: unknown[]): unknown {
+    return this.runWith(statement, method, self, args);
+  }
+
+  /**
+   * Runs the driver's method for a call we leave untouched, when a driver
+   * instrumentation below us may call its hook from inside: that span is
+   * dropped, not left to be taken by the next guarded call.
+   */
+  passThrough(method: AnyFunction, self: unknown, args: unknown[]): unknown {
+    return this.runWith(PASSING_THROUGH, method, self, args);
+  }
+
+  private runWith(dispatching: DbStatement | typeof PASSING_THROUGH, method: AnyFunction, self: unknown, args: unknown[]): unknown {
     const previous = this.dispatching;
-    this.dispatching = statement;
+    this.dispatching = dispatching;
     try {
       return method.apply(self, args);
     } finally {

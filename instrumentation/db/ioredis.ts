@@ -1,10 +1,11 @@
-import { context, type Context, type Span } from '@opentelemetry/api';
+import { context, type Span } from '@opentelemetry/api';
 import { markStatementInFlight } from '../../src/processor/statement-in-flight';
 import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
+import { makeOpensOutsideDeadline } from './connection-context';
 import type { DriverSpanSlot } from './driver-span';
 import { clampBlockingTimeout, isBlocking, mayBeBlocking } from './redis-blocking';
 import { DbStatement, type CutoffHandler } from './statement';
@@ -72,8 +73,12 @@ export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: Dri
   const Redis = (typeof moduleExports.default === 'function' ? moduleExports.default : moduleExports) as { prototype?: Exports };
   const proto = Redis.prototype;
   if (proto === undefined || typeof proto.sendCommand !== 'function') return [];
-  const patch = wrapMethod(proto, 'sendCommand', owner, isActive, makeSendCommandWrapper(host, slot, owner));
-  return patch === undefined ? [] : [patch];
+  const patches = [
+    wrapMethod(proto, 'sendCommand', owner, isActive, makeSendCommandWrapper(host, slot, owner)),
+    // The connection's handshake, its offline-queue flush and its resends run in the context it was opened in.
+    wrapMethod(proto, 'connect', owner, isActive, makeOpensOutsideDeadline),
+  ];
+  return patches.filter((patch) => patch !== undefined);
 }
 
 function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object) {
@@ -82,11 +87,9 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
     // ours: fixed for this wrapper's life, since `original` is.
     const instrumentedBelow = isShimmerWrapper(original);
     return function sendCommand(this: unknown, ...args: unknown[]): unknown {
-      // An instrumentation-ioredis on top of us announced its span, and the
-      // deadline active then, through its requestHook a moment ago.
-      const announced = slot.announcedDeadline();
-      const outerSpan = slot.take();
       const command = args[0] as RedisCommand | undefined;
+      // An instrumentation-ioredis on top of us announced its span for this command through its requestHook a moment ago.
+      const outerSpan = slot.take(command?.args);
       const cut = command?.[CUT_BY_DEADLINE];
       if (cut !== undefined) {
         // Sent again after a reconnect: the caller was told at the cutoff; nothing goes out now. A wrapper
@@ -95,11 +98,11 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         return command!.promise;
       }
       const settings = host.settings;
-      let ctx: Context | undefined;
-      let deadline: Deadline | undefined;
-      if (announced !== undefined) deadline = settings.ioredis ? announced : undefined;
-      else deadline = statementDeadline(host, 'ioredis', (ctx = context.active()));
-      if (deadline === undefined || command === undefined || typeof command.reject !== 'function') return original.apply(this, args);
+      const ctx = context.active();
+      const deadline = statementDeadline(host, 'ioredis', ctx);
+      if (deadline === undefined || command === undefined || typeof command.reject !== 'function') {
+        return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
+      }
       const observe = settings.mode === 'observe';
       const guard = new RedisCommandGuard(deadline, observe, command);
       if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
@@ -116,7 +119,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         const attributes: Record<string, string | number> = { 'db.system.name': 'redis', 'db.operation.name': name };
         if (typeof options.host === 'string') attributes['server.address'] = options.host;
         if (typeof options.port === 'number') attributes['server.port'] = options.port;
-        guard.startOwnSpan(host.tracer, ctx ?? context.active(), { name, attributes });
+        guard.startOwnSpan(host.tracer, ctx, { name, attributes });
       }
       if (refusal !== undefined) {
         if (!observe) {

@@ -1,19 +1,23 @@
 import { InstrumentationNodeModuleDefinition, InstrumentationNodeModuleFile } from '@opentelemetry/instrumentation';
 import type { ClientHost } from '../client/host';
 import type { MethodPatch } from '../wrap';
+import { makeOpensOutsideDeadline } from './connection-context';
 import { DriverSpanSlot } from './driver-span';
 import type { DbDriver } from './begin';
 import { patchIoredis } from './ioredis';
-import { patchMysql2, patchMysql2Connection, patchMysql2Pool } from './mysql2';
+import { patchMysql2, patchMysql2Connection } from './mysql2';
+import { patchMysql2Pool } from './mysql2-pool';
 import { patchPg, patchPgClientFile } from './pg';
 
 type Exports = Record<string, unknown>;
+type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Patcher = (exports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean) => MethodPatch[];
 
-/** A file inside a driver's package whose exports are patched when it is loaded. */
+/** A file inside a driver's package whose exports are patched (or, for a file that exports one function, replaced) when it is loaded. */
 interface DriverFile {
   path: string;
-  patch: Patcher;
+  patch?: Patcher;
+  replace?: (original: AnyFunction) => AnyFunction;
 }
 
 /**
@@ -31,6 +35,8 @@ const DRIVERS: readonly { name: DbDriver; versions: string[]; patch: Patcher; fi
     files: [
       { path: 'mysql2/lib/connection.js', patch: patchMysql2Connection },
       { path: 'mysql2/lib/pool.js', patch: (Pool, host, _slot, owner, isActive) => patchMysql2Pool(Pool, host, owner, isActive) },
+      // createConnection, as both the main module and `mysql2/promise` require it: the socket opens in the constructor.
+      { path: 'mysql2/lib/create_connection.js', replace: makeOpensOutsideDeadline },
     ],
   },
   { name: 'ioredis', versions: ['>=5.0.0 <7'], patch: patchIoredis },
@@ -47,21 +53,30 @@ export const DATABASE_MODULES: readonly string[] = DRIVERS.map((driver) => drive
  * driver instrumentations' spans to our statements.
  */
 export class DatabaseDrivers {
-  readonly slots: Record<DbDriver, DriverSpanSlot> = { pg: new DriverSpanSlot(), mysql2: new DriverSpanSlot(), ioredis: new DriverSpanSlot() };
+  readonly slots: Record<DbDriver, DriverSpanSlot>;
   private readonly patches = new Map<object, MethodPatch[]>();
+  private readonly replacements = new WeakMap<object, AnyFunction>();
 
   constructor(
     private readonly owner: object,
     private readonly host: ClientHost,
     private readonly isActive: () => boolean,
-  ) {}
+  ) {
+    this.slots = { pg: new DriverSpanSlot(isActive), mysql2: new DriverSpanSlot(isActive), ioredis: new DriverSpanSlot(isActive) };
+  }
 
   definitions(enabled: (driver: DbDriver) => boolean): InstrumentationNodeModuleDefinition[] {
     const unpatch = (exports: Exports | undefined) => this.unpatch(exports);
     return DRIVERS.filter((driver) => enabled(driver.name)).map((driver) => {
       const slot = this.slots[driver.name];
       const files = (driver.files ?? []).map(
-        (file) => new InstrumentationNodeModuleFile(file.path, driver.versions, (exports: Exports) => this.patchOnce(exports, file.patch, slot), unpatch),
+        (file) =>
+          new InstrumentationNodeModuleFile(
+            file.path,
+            driver.versions,
+            (exports: Exports) => (file.replace === undefined ? this.patchOnce(exports, file.patch!, slot) : this.replaceOnce(exports, file.replace)),
+            unpatch,
+          ),
       );
       return new InstrumentationNodeModuleDefinition(driver.name, driver.versions, (exports: Exports) => this.patchOnce(exports, driver.patch, slot), unpatch, files);
     });
@@ -70,6 +85,26 @@ export class DatabaseDrivers {
   private patchOnce(exports: Exports, patcher: Patcher, slot: DriverSpanSlot): Exports {
     if (!this.patches.has(exports)) this.patches.set(exports, patcher(exports, this.host, slot, this.owner, this.isActive));
     return exports;
+  }
+
+  /**
+   * A file whose export is the function itself: the module system hands out
+   * the replacement from then on, so it cannot be put back; disabled, it
+   * calls the original straight through.
+   */
+  private replaceOnce(exports: unknown, makeWrapper: (original: AnyFunction) => AnyFunction): unknown {
+    if (typeof exports !== 'function') return exports;
+    const known = this.replacements.get(exports);
+    if (known !== undefined) return known;
+    const original = exports as AnyFunction;
+    const active = makeWrapper(original);
+    const isActive = this.isActive;
+    const replacement = Object.assign(function (this: unknown, ...args: unknown[]): unknown {
+      return isActive() ? active.apply(this, args) : original.apply(this, args);
+    }, exports);
+    this.replacements.set(exports, replacement);
+    this.replacements.set(replacement, replacement);
+    return replacement;
   }
 
   private unpatch(exports: Exports | undefined): void {

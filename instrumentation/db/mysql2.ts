@@ -1,15 +1,17 @@
 import { context, type Context, type Span } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
-import { budgetLeft, mayStart, refusalAt, refusalFor } from '../client/begin';
+import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
-import { isOwnWrapper, wrapMethod, type MethodPatch } from '../wrap';
+import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import type { DbCancel } from './attributes';
 import { statementDeadline } from './begin';
 import { deliver, isFunction } from './deliver';
 import { driverInstrumented, type DriverSpanSlot } from './driver-span';
 import { CANCEL_GRACE_MS } from './pg-query';
 import { MysqlKiller } from './mysql2-kill';
-import { PoolWait } from './pool-wait';
+import { definerOf } from './definer';
+import { isHandedOverUnguarded } from './handover';
+import { patchMysql2Pool } from './mysql2-pool';
 import { sqlCommand } from './sql';
 import { DbStatement, type CutoffHandler, type SpanShape } from './statement';
 
@@ -34,10 +36,6 @@ interface MysqlConnection {
   threadId?: unknown;
   config?: { host?: unknown; port?: unknown; user?: unknown; database?: unknown; socketPath?: unknown };
   _command?: unknown;
-}
-
-interface MysqlPool {
-  _connectionQueue?: { length: number; peekAt(index: number): unknown; toArray(): unknown[]; removeOne(index: number): unknown };
 }
 
 function isInterrupted(err: unknown): boolean {
@@ -78,36 +76,23 @@ export function patchMysql2Connection(Connection: unknown, host: ClientHost, slo
   return patches;
 }
 
-/**
- * The prototype in the chain that defines `name` (mysql2 3.11.5+ moved the
- * methods to a base class). Wrapping it there, where instrumentation-mysql2
- * wraps too, chains the two wrappers; a wrapper on the subclass would call
- * the base method it saw at patch time and skip one wrapped on it later.
- */
-function definerOf(proto: Exports, name: string): Exports {
-  for (let current: Exports | null = proto; current !== null && current !== Object.prototype; current = Object.getPrototypeOf(current) as Exports | null) {
-    if (Object.prototype.hasOwnProperty.call(current, name)) return current;
-  }
-  return proto;
-}
-
-/** Pool#getConnection of mysql2's Pool class (lib/pool.js), hooked as a file for the same reason. */
-export function patchMysql2Pool(Pool: unknown, host: ClientHost, owner: object, isActive: () => boolean): MethodPatch[] {
-  const pool = (Pool as { prototype?: Exports } | undefined)?.prototype;
-  if (typeof Pool !== 'function' || pool === undefined) return [];
-  const patch = wrapMethod(definerOf(pool, 'getConnection'), 'getConnection', owner, isActive, makeGetConnectionWrapper(host));
-  return patch === undefined ? [] : [patch];
-}
 
 function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, killer: MysqlKiller, method: string) {
-  return (original: AnyFunction): AnyFunction =>
-    function statement(this: unknown, ...args: unknown[]): unknown {
-      const outerSpan = slot.take();
+  return (original: AnyFunction): AnyFunction => {
+    // An instrumentation-mysql2 registered before us wraps the method below ours: fixed for this wrapper's life.
+    const instrumentedBelow = isShimmerWrapper(original);
+    return function statement(this: unknown, ...args: unknown[]): unknown {
+      // instrumentation-mysql2 has no requestHook: its span reaches the slot as it starts under a deadline.
+      const outerSpan = slot.take(undefined);
+      if (isHandedOverUnguarded(this)) return original.apply(this, args);
       const ctx = context.active();
       const deadline = statementDeadline(host, 'mysql2', ctx);
-      if (deadline === undefined || args[0] === null || args[0] === undefined) return original.apply(this, args);
+      if (deadline === undefined || args[0] === null || args[0] === undefined) {
+        return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
+      }
       return guarded(host, slot, owner, killer, original, this as MysqlConnection, args, deadline, ctx, outerSpan, method);
     };
+  };
 }
 
 function guarded(
@@ -261,63 +246,6 @@ class GuardedMysqlStatement implements CutoffHandler {
     clearTimeout(this.grace);
     const error = this.statement.errorFor();
     this.statement.settle(error, cancel, sent);
-    deliver(this.callback, error);
-  }
-}
-
-/**
- * Pool#getConnection under an active deadline: the callback runs in the
- * caller's context (the pool may hand over a connection from another
- * request's release), and at the cutoff a waiter leaves the pool's queue with
- * DeadlineExceededError; a connection that arrives for it later is released.
- */
-function makeGetConnectionWrapper(host: ClientHost) {
-  return (original: AnyFunction): AnyFunction =>
-    function getConnection(this: unknown, ...args: unknown[]): unknown {
-      const ctx = context.active();
-      const deadline = statementDeadline(host, 'mysql2', ctx);
-      const given = args[0];
-      if (deadline === undefined || !isFunction(given) || host.settings.mode === 'observe') return original.apply(this, args);
-      const callback = context.bind(ctx, given as Callback);
-      const refusal = refusalFor(deadline, 'mysql2.getConnection', host.settings.minUsefulMs);
-      if (refusal !== undefined) return void process.nextTick(deliver, callback, refusal);
-      const wait = new MysqlPoolWait(deadline, callback);
-      wait.start(this as MysqlPool, original, wait.onConnection);
-      return undefined;
-    };
-}
-
-/** One Pool#getConnection waiting for a connection: leaves mysql2's queue at the cutoff. */
-class MysqlPoolWait extends PoolWait<MysqlPool> {
-  constructor(
-    deadline: Deadline,
-    private readonly callback: Callback,
-  ) {
-    super(deadline, 'mysql2.getConnection');
-  }
-
-  /** What the pool calls back: the connection goes to the caller, or back to the pool if the caller left. */
-  readonly onConnection = (err: unknown, conn?: { release(): void }): void => {
-    if (this.claim()) return deliver(this.callback, err, conn);
-    if ((err === null || err === undefined) && conn !== undefined) conn.release();
-  };
-
-  protected queueLength(pool: MysqlPool): number {
-    return pool._connectionQueue?.length ?? 0;
-  }
-
-  protected lastQueued(pool: MysqlPool): unknown {
-    const queue = pool._connectionQueue;
-    return queue === undefined ? undefined : queue.peekAt(queue.length - 1);
-  }
-
-  protected leaveQueue(pool: MysqlPool): void {
-    const queue = pool._connectionQueue;
-    const index = queue === undefined ? -1 : queue.toArray().indexOf(this.waiter);
-    if (index >= 0) queue!.removeOne(index);
-  }
-
-  protected fail(error: Error): void {
     deliver(this.callback, error);
   }
 }

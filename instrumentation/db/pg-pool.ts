@@ -4,6 +4,7 @@ import { budgetLeft, mayStart, refusalAt, refusalFor } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { statementDeadline } from './begin';
 import { deliver, isFunction } from './deliver';
+import { handsOverUnguarded } from './handover';
 import { pgSpanShape, PG_OPERATION } from './pg-query';
 import { isPgCancel, type PgCallback, type PgClient, type PgConnectCallback, type PgPool } from './pg-types';
 import { isSqlWrite, sqlCommand } from './sql';
@@ -21,6 +22,16 @@ const POOL_OPERATION = 'pg.pool.connect';
  * its query in its caller's context itself.
  */
 let internalConnect: PgConnectCallback | undefined;
+
+/**
+ * The caller of the pg-pool `query` our Pool#query passes through, while it
+ * runs: its context, or NO_DEADLINE when it has none (or the driver is left
+ * alone). pg-pool's query calls Pool#connect at once; that callback makes
+ * the statement. Without this, a waiter's statement would run in the context
+ * of whichever request released the connection (handover.ts).
+ */
+let poolQueryCaller: Context | typeof NO_DEADLINE | undefined;
+const NO_DEADLINE = Symbol('otel-deadline.no-deadline');
 
 /** Marks errors a pool wait ended with, so Pool#query can tell them from the driver's. */
 const POOL_WAIT_ERRORS = new WeakSet<object>();
@@ -76,10 +87,22 @@ export function makePgPoolConnectWrapper(host: ClientHost) {
       const given = isFunction(args[0]) ? (args[0] as PgConnectCallback) : undefined;
       const internal = given !== undefined && given === internalConnect;
       internalConnect = undefined;
+      const forPoolQuery = poolQueryCaller;
+      poolQueryCaller = undefined;
+      if (!host.settings.pg) return original.apply(this, args);
+      if (forPoolQuery !== undefined && given !== undefined) {
+        // pg-pool's own query, passed through by our Pool#query: its callback makes the statement at once.
+        args[0] = forPoolQuery === NO_DEADLINE ? handsOverUnguarded(given) : context.bind(forPoolQuery, given);
+        return original.apply(this, args);
+      }
       const ctx = context.active();
       const deadline = statementDeadline(host, 'pg', ctx);
       const pool = this as PgPool;
-      if (deadline === undefined || host.settings.mode === 'observe' || pool.ending === true) return original.apply(this, args);
+      if (deadline === undefined || host.settings.mode === 'observe' || pool.ending === true) {
+        // pg-pool calls a waiter back from another request's release: the caller's callback runs in the caller's context.
+        if (given !== undefined) args[0] = context.bind(ctx, given);
+        return original.apply(this, args);
+      }
       let promise: Promise<unknown> | undefined;
       let callback: PgConnectCallback;
       // Our own Pool#query sets its context itself; a caller's callback runs in the caller's context.
@@ -119,7 +142,15 @@ export function makePgPoolQueryWrapper(host: ClientHost) {
     function query(this: unknown, ...args: unknown[]): unknown {
       const ctx = context.active();
       const deadline = statementDeadline(host, 'pg', ctx);
-      if (deadline === undefined || host.settings.mode === 'observe' || isFunction(args[0])) return original.apply(this, args);
+      if (deadline === undefined || host.settings.mode === 'observe' || isFunction(args[0])) {
+        // The Pool#connect pg-pool's query calls at once learns whose statement it waits for from here.
+        poolQueryCaller = deadline === undefined ? NO_DEADLINE : ctx;
+        try {
+          return original.apply(this, args);
+        } finally {
+          poolQueryCaller = undefined;
+        }
+      }
       const pool = this as PgPool;
       const [text] = args;
       let values = args[1];

@@ -2,11 +2,12 @@ import { context, type Context, type Span } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
-import { isOwnWrapper } from '../wrap';
+import { isOwnWrapper, isShimmerWrapper } from '../wrap';
 import type { DbCancel } from './attributes';
 import { statementDeadline } from './begin';
 import { deliver, isFunction } from './deliver';
 import { driverInstrumented, type DriverSpanSlot } from './driver-span';
+import { isHandedOverUnguarded } from './handover';
 import { sendPgCancel } from './pg-cancel';
 import { activeQueryOf, isPgCancel, type PgCallback, type PgClient, type PgQuery } from './pg-types';
 import { sqlCommand } from './sql';
@@ -44,14 +45,26 @@ export function failSubmittable(query: PgQuery, error: Error, connection: unknow
 
 /** Client#query under an active deadline: refused, or sent and guarded until its result is delivered. */
 export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object) {
-  return (original: AnyFunction): AnyFunction =>
-    function query(this: unknown, ...args: unknown[]): unknown {
-      const outerSpan = slot.take();
+  return (original: AnyFunction): AnyFunction => {
+    // An instrumentation-pg registered before us wraps the method below ours: fixed for this wrapper's life.
+    const instrumentedBelow = isShimmerWrapper(original);
+    return function query(this: unknown, ...args: unknown[]): unknown {
+      // An instrumentation-pg on top of us announced its span for this query through its requestHook a moment ago.
+      const outerSpan = slot.take(queryTextOf(args[0]));
+      if (isHandedOverUnguarded(this)) return original.apply(this, args);
       const ctx = context.active();
       const deadline = statementDeadline(host, 'pg', ctx);
-      if (deadline === undefined || args[0] === null || args[0] === undefined) return original.apply(this, args);
+      if (deadline === undefined || args[0] === null || args[0] === undefined) {
+        return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
+      }
       return guardedQuery(host, slot, owner, original, this as PgClient, args, deadline, ctx, outerSpan);
     };
+  };
+}
+
+/** The text of a query given as a string or a config object, as instrumentation-pg's requestHook reports it. */
+function queryTextOf(config: unknown): unknown {
+  return typeof config === 'string' ? config : typeof config === 'object' && config !== null ? (config as { text?: unknown }).text : undefined;
 }
 
 /** The caller's callback: `(text, cb)`, `(text, values, cb)` or a config object's `callback`. */

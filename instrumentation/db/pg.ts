@@ -1,5 +1,6 @@
 import type { ClientHost } from '../client/host';
 import { isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
+import { makeOpensOutsideDeadline } from './connection-context';
 import type { DriverSpanSlot } from './driver-span';
 import { makePgPoolConnectWrapper, makePgPoolQueryWrapper } from './pg-pool';
 import { makePgQueryWrapper } from './pg-query';
@@ -9,7 +10,7 @@ type Exports = Record<string, unknown>;
 /** The patches for one loaded `pg` (its CommonJS exports, or the ESM namespace whose classes are the same). */
 export function patchPg(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const exports = (moduleExports.Client === undefined && typeof moduleExports.default === 'object' ? moduleExports.default : moduleExports) as Exports;
-  const patches = patchPgClientQuery(exports.Client, host, slot, owner, isActive);
+  const patches = patchPgClient(exports.Client, host, slot, owner, isActive);
   const pool = (exports.Pool as { prototype?: Exports } | undefined)?.prototype;
   if (pool !== undefined) {
     for (const patch of [
@@ -22,10 +23,12 @@ export function patchPg(moduleExports: Exports, host: ClientHost, slot: DriverSp
   return patches;
 }
 
-function patchPgClientQuery(Client: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
+/** Client#query, and Client#connect: a connection opened under a deadline must not carry it (connection-context.ts). */
+function patchPgClient(Client: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const client = (Client as { prototype?: Exports } | undefined)?.prototype;
-  const patch = client === undefined ? undefined : wrapMethod(client, 'query', owner, isActive, makePgQueryWrapper(host, slot, owner));
-  return patch === undefined ? [] : [patch];
+  if (client === undefined) return [];
+  const patches = [wrapMethod(client, 'query', owner, isActive, makePgQueryWrapper(host, slot, owner)), wrapMethod(client, 'connect', owner, isActive, makeOpensOutsideDeadline)];
+  return patches.filter((patch) => patch !== undefined);
 }
 
 /**
@@ -39,5 +42,5 @@ function patchPgClientQuery(Client: unknown, host: ClientHost, slot: DriverSpanS
 export function patchPgClientFile(Client: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const query = (Client as { prototype?: Exports } | undefined)?.prototype?.query;
   if (isShimmerWrapper(query)) return [];
-  return patchPgClientQuery(Client, host, slot, owner, isActive);
+  return patchPgClient(Client, host, slot, owner, isActive);
 }

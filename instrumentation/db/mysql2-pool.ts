@@ -1,0 +1,122 @@
+import { context } from '@opentelemetry/api';
+import { withoutDeadline } from '../../src/context';
+import type { Deadline } from '../../src/deadline';
+import { refusalFor } from '../client/begin';
+import type { ClientHost } from '../client/host';
+import { wrapMethod, type MethodPatch } from '../wrap';
+import { statementDeadline } from './begin';
+import { definerOf } from './definer';
+import { deliver, isFunction } from './deliver';
+import { handsOverUnguarded } from './handover';
+import { PoolWait } from './pool-wait';
+
+type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+type Exports = Record<string, unknown>;
+type Callback = (err: unknown, ...results: unknown[]) => void;
+
+interface MysqlPool {
+  _connectionQueue?: { length: number; peekAt(index: number): unknown; toArray(): unknown[]; removeOne(index: number): unknown };
+}
+
+/**
+ * True while mysql2's own Pool#query or Pool#execute runs: the getConnection
+ * it calls at once is for one statement, made on the connection its callback
+ * is given and nowhere else.
+ */
+let inPoolStatement = false;
+
+/** Pool#getConnection, and Pool#query / #execute, of mysql2's Pool class (lib/pool.js; hooked as a file, like lib/connection.js). */
+export function patchMysql2Pool(Pool: unknown, host: ClientHost, owner: object, isActive: () => boolean): MethodPatch[] {
+  const pool = (Pool as { prototype?: Exports } | undefined)?.prototype;
+  if (typeof Pool !== 'function' || pool === undefined) return [];
+  const patches = [
+    wrapMethod(definerOf(pool, 'getConnection'), 'getConnection', owner, isActive, makeGetConnectionWrapper(host)),
+    wrapMethod(definerOf(pool, 'query'), 'query', owner, isActive, marksPoolStatement),
+    wrapMethod(definerOf(pool, 'execute'), 'execute', owner, isActive, marksPoolStatement),
+  ];
+  return patches.filter((patch) => patch !== undefined);
+}
+
+function marksPoolStatement(original: AnyFunction): AnyFunction {
+  return function poolStatement(this: unknown, ...args: unknown[]): unknown {
+    const previous = inPoolStatement;
+    inPoolStatement = true;
+    try {
+      return original.apply(this, args);
+    } finally {
+      inPoolStatement = previous;
+    }
+  };
+}
+
+/**
+ * Pool#getConnection. Its callback runs in the caller's context, deadline or
+ * not: mysql2 calls a waiter back from wherever a connection came free, in
+ * another request's context (see handover.ts). A connection it opens is
+ * opened outside the caller's deadline (connection-context.ts). Under an
+ * active deadline the wait counts against the budget: at the cutoff the
+ * waiter leaves the pool's queue with DeadlineExceededError, and a
+ * connection that arrives for it later is released.
+ */
+function makeGetConnectionWrapper(host: ClientHost) {
+  return (original: AnyFunction): AnyFunction =>
+    function getConnection(this: unknown, ...args: unknown[]): unknown {
+      const forPoolStatement = inPoolStatement;
+      inPoolStatement = false;
+      const given = args[0];
+      if (!isFunction(given) || !host.settings.mysql2) return original.apply(this, args);
+      const ctx = context.active();
+      const deadline = statementDeadline(host, 'mysql2', ctx);
+      if (deadline === undefined) {
+        // The pool's own statement passes through on the connection it is handed, without a context read there.
+        args[0] = forPoolStatement ? handsOverUnguarded(given as Callback) : context.bind(ctx, given as Callback);
+        return original.apply(this, args);
+      }
+      const callback = context.bind(ctx, given as Callback);
+      const outside = withoutDeadline(ctx);
+      const request = function (this: unknown, answer: unknown): unknown {
+        return context.with(outside, () => original.call(this, answer));
+      };
+      if (host.settings.mode === 'observe') return request.call(this, callback);
+      const refusal = refusalFor(deadline, 'mysql2.getConnection', host.settings.minUsefulMs);
+      if (refusal !== undefined) return void process.nextTick(deliver, callback, refusal);
+      const wait = new MysqlPoolWait(deadline, callback);
+      wait.start(this as MysqlPool, request, wait.onConnection);
+      return undefined;
+    };
+}
+
+/** One Pool#getConnection waiting for a connection: leaves mysql2's queue at the cutoff. */
+class MysqlPoolWait extends PoolWait<MysqlPool> {
+  constructor(
+    deadline: Deadline,
+    private readonly callback: Callback,
+  ) {
+    super(deadline, 'mysql2.getConnection');
+  }
+
+  /** What the pool calls back: the connection goes to the caller, or back to the pool if the caller left. */
+  readonly onConnection = (err: unknown, conn?: { release(): void }): void => {
+    if (this.claim()) return deliver(this.callback, err, conn);
+    if ((err === null || err === undefined) && conn !== undefined) conn.release();
+  };
+
+  protected queueLength(pool: MysqlPool): number {
+    return pool._connectionQueue?.length ?? 0;
+  }
+
+  protected lastQueued(pool: MysqlPool): unknown {
+    const queue = pool._connectionQueue;
+    return queue === undefined ? undefined : queue.peekAt(queue.length - 1);
+  }
+
+  protected leaveQueue(pool: MysqlPool): void {
+    const queue = pool._connectionQueue;
+    const index = queue === undefined ? -1 : queue.toArray().indexOf(this.waiter);
+    if (index >= 0) queue!.removeOne(index);
+  }
+
+  protected fail(error: Error): void {
+    deliver(this.callback, error);
+  }
+}
