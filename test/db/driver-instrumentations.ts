@@ -15,7 +15,9 @@ import { MySQL2Instrumentation } from '@opentelemetry/instrumentation-mysql2';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DeadlineExceededError, DeadlineInstrumentation, InsufficientBudgetError, openDeadline } from '../../src';
+import { context, trace } from '@opentelemetry/api';
+import { suppressTracing } from '@opentelemetry/core';
+import { DeadlineExceededError, DeadlineInstrumentation, InsufficientBudgetError, openDeadline, setDeadline } from '../../src';
 import { passedDeadline } from '../helpers/clock';
 import { isOwnWrapper } from '../../instrumentation/wrap';
 import { installOtel, type TestOtel } from '../helpers/otel';
@@ -51,6 +53,7 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
   let pgAdmin: import('pg').Client;
   let mysqlAdmin: import('mysql2/promise').Connection;
   let redisAdmin: InstanceType<typeof Redis>;
+  let pgInstrumentation: PgInstrumentation;
   const cleanups: (() => unknown)[] = [];
   /**
    * Whose wrapper a driver call meets first. Registration order decides it,
@@ -66,7 +69,7 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
     // Instrumentations enable themselves when constructed, and the first to
     // hook a module patches it first (innermost): construction order decides.
     deadline = new DeadlineInstrumentation({ enabled: order === 'deadline-first' });
-    new PgInstrumentation({ requestHook: deadline.pgRequestHook });
+    pgInstrumentation = new PgInstrumentation({ requestHook: deadline.pgRequestHook });
     new MySQL2Instrumentation();
     // requireParentSpan: these commands are made outside any span (an app's usually run under its server span).
     new IORedisInstrumentation({ requestHook: deadline.ioredisRequestHook, requireParentSpan: false });
@@ -336,6 +339,99 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
       expect(result).toBeNull();
       const span = onlySpan('redis', 'blpop', SCOPES.ioredis);
       expect(span.attributes['deadline.outcome']).toBe('completed');
+    });
+  });
+
+  describe('calls left untouched, and the spans the hooks hand over', () => {
+    /**
+     * context.active() calls made while `run` runs, minus those the same calls
+     * make with DeadlineInstrumentation disabled (its wrappers then pass
+     * straight through and its hooks do nothing): what the deadline layer
+     * itself reads. The driver instrumentations read the context too, the
+     * same in both runs. The manager is reached through the API's private
+     * accessor: counting its reads is what this test is about.
+     */
+    async function ourContextReads(run: () => Promise<unknown>): Promise<number> {
+      const manager = (context as unknown as { _getContextManager(): { active(): unknown } })._getContextManager();
+      const active = manager.active;
+      let reads = 0;
+      manager.active = function counted(this: unknown) {
+        reads++;
+        return active.call(this);
+      };
+      try {
+        await run(); // warm: connections open, pools hold an idle client
+        reads = 0;
+        await run();
+        const enabled = reads;
+        deadline.disable();
+        try {
+          await run();
+          reads = 0;
+          await run();
+        } finally {
+          deadline.enable();
+        }
+        return enabled - reads;
+      } finally {
+        manager.active = active;
+      }
+    }
+
+    it('a statement made with no deadline active costs one context read of ours, for each driver call', async () => {
+      const pgClient = new pg.Client(PG_CONFIG);
+      await pgClient.connect();
+      const pgPool = new pg.Pool({ ...PG_CONFIG, max: 1 });
+      const mysqlConnection = await mysql.createConnection(MYSQL_CONFIG);
+      const mysqlPool = mysql.createPool({ ...MYSQL_CONFIG, connectionLimit: 1 });
+      const redis = new Redis({ host: '127.0.0.1', port: 6379 });
+      cleanups.push(() => pgClient.end(), () => pgPool.end(), () => mysqlConnection.end(), () => mysqlPool.end(), () => redis.disconnect());
+      // Every connection ready before counting: a handshake running meanwhile would count its own reads.
+      await redis.ping();
+      const reads = {
+        'pg Client#query': await ourContextReads(() => pgClient.query('SELECT 1')),
+        'pg Pool#query': await ourContextReads(() => pgPool.query('SELECT 1')),
+        'mysql2 query': await ourContextReads(() => mysqlConnection.query('SELECT 1')),
+        'mysql2 pool query': await ourContextReads(() => mysqlPool.query('SELECT 1')),
+        'ioredis get': await ourContextReads(() => redis.get('otel-deadline:untouched')),
+      };
+      expect(reads).toEqual({ 'pg Client#query': 1, 'pg Pool#query': 1, 'mysql2 query': 1, 'mysql2 pool query': 1, 'ioredis get': 1 });
+    });
+
+    it('a command passed through under a deadline leaves no span for the next guarded one', async () => {
+      const c = new Redis({ host: '127.0.0.1', port: 6379 });
+      cleanups.push(() => c.disconnect());
+      await c.ping();
+      otel.exporter.reset();
+      const passed = await passedDeadline();
+      // Exporter-like traffic (suppressed tracing), and a driver switched off: our wrapper leaves both alone.
+      await context.with(suppressTracing(setDeadline(context.active(), passed)), () => c.get('otel-deadline:suppressed'));
+      deadline.setConfig({ ioredis: false });
+      await under(passed, () => c.strlen('otel-deadline:switched-off'));
+      deadline.setConfig({});
+      const err = await under(passed, () => c.get('otel-deadline:refused').catch((e: unknown) => e));
+      expect(err).toBeInstanceOf(DeadlineExceededError);
+      const span = onlySpan('redis', 'get', refusalScope(c.sendCommand, SCOPES.ioredis));
+      expect(span.attributes['deadline.outcome']).toBe('not_started');
+    });
+
+    it('instrumentation-pg’s own SET application_name does not take the span announced for the statement', async () => {
+      const c = new pg.Client(PG_CONFIG);
+      await c.connect();
+      cleanups.push(() => c.end());
+      pgInstrumentation.setConfig({ ...pgInstrumentation.getConfig(), enableTraceContextPropagation: true });
+      cleanups.push(() => pgInstrumentation.setConfig({ ...pgInstrumentation.getConfig(), enableTraceContextPropagation: false }));
+      const value = tag();
+      const cut = openDeadline({ operation: 'insert', timeoutMs: 200, parent: null });
+      await under(cut, () => trace.getTracer('test').startActiveSpan('request', async (parent) => {
+        const err = await c.query(`INSERT INTO ${LOG_TABLE} (tag) SELECT $1::text FROM pg_sleep(5)`, [value]).catch((e: unknown) => e);
+        parent.end();
+        expect(err).toBeInstanceOf(DeadlineExceededError);
+      }));
+      const span = onlySpan('postgresql', 'pg.query:INSERT test', SCOPES.pg);
+      expect(span.attributes['deadline.outcome']).toBe('expired');
+      expect(span.attributes['deadline.db.cancel']).toBe('confirmed');
+      expect(await ranOnServer(pgAdmin, value)).toBe(0);
     });
   });
 }
