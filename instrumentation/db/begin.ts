@@ -1,6 +1,6 @@
 import type { Context } from '@opentelemetry/api';
-import { isTracingSuppressed } from '@opentelemetry/core';
 import { getDeadline } from '../../src/context';
+import { tracingSuppressed } from '../../src/otel-api';
 import type { Deadline } from '../../src/deadline';
 import type { ClientHost } from '../client/host';
 
@@ -13,6 +13,6 @@ export type DbDriver = 'pg' | 'mysql2' | 'ioredis';
  */
 export function statementDeadline(host: ClientHost, driver: DbDriver, ctx: Context): Deadline | undefined {
   const deadline = getDeadline(ctx);
-  if (deadline === undefined || !host.settings[driver] || isTracingSuppressed(ctx)) return undefined;
+  if (deadline === undefined || !host.settings[driver] || tracingSuppressed(ctx)) return undefined;
   return deadline;
 }

@@ -1,4 +1,5 @@
-import { context, type Span } from '@opentelemetry/api';
+import type { Span } from '@opentelemetry/api';
+import { contextApi } from '../../src/otel-api';
 import { markStatementInFlight } from '../../src/processor/statement-in-flight';
 import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalAt } from '../client/begin';
@@ -98,7 +99,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         return command!.promise;
       }
       const settings = host.settings;
-      const ctx = context.active();
+      const ctx = contextApi.active();
       const deadline = statementDeadline(host, 'ioredis', ctx);
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function') {
         return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
@@ -106,14 +107,14 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       const observe = settings.mode === 'observe';
       const guard = new RedisCommandGuard(deadline, observe, command);
       if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
-      const current = (this as Exports).sendCommand;
       // The one clock read: refusal, the blocking timeout and arming all go by it.
       const left = budgetLeft(deadline);
       const minUsefulMs = settings.minUsefulMs;
       const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, guard.operation, minUsefulMs);
-      // No other instrumentation wraps sendCommand, below us or on top.
-      const alone = !instrumentedBelow && isOwnWrapper(current, owner);
-      if (outerSpan === undefined && (alone || (refusal !== undefined && isOwnWrapper(current, owner)))) {
+      // Our own span when no other instrumentation makes one for this call: none below us (or the command is
+      // refused and never reaches it), and none on top of us, where the method found on the client is ours.
+      // That lookup goes up ioredis's prototype chain, so it is made last, only when it decides.
+      if (outerSpan === undefined && (!instrumentedBelow || refusal !== undefined) && isOwnWrapper((this as Exports).sendCommand, owner)) {
         const name = guard.name;
         const options = (this as { options?: { host?: unknown; port?: unknown } }).options ?? {};
         const attributes: Record<string, string | number> = { 'db.system.name': 'redis', 'db.operation.name': name };

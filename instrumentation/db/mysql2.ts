@@ -1,4 +1,5 @@
-import { context, type Context, type Span } from '@opentelemetry/api';
+import type { Context, Span } from '@opentelemetry/api';
+import { contextApi } from '../../src/otel-api';
 import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
@@ -85,7 +86,7 @@ function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: obj
       // instrumentation-mysql2 has no requestHook: its span reaches the slot as it starts under a deadline.
       const outerSpan = slot.take(undefined);
       if (isHandedOverUnguarded(this)) return original.apply(this, args);
-      const ctx = context.active();
+      const ctx = contextApi.active();
       const deadline = statementDeadline(host, 'mysql2', ctx);
       if (deadline === undefined || args[0] === null || args[0] === undefined) {
         return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);

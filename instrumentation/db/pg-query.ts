@@ -1,4 +1,5 @@
-import { context, type Context, type Span } from '@opentelemetry/api';
+import type { Context, Span } from '@opentelemetry/api';
+import { contextApi } from '../../src/otel-api';
 import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
@@ -52,7 +53,7 @@ export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner
       // An instrumentation-pg on top of us announced its span for this query through its requestHook a moment ago.
       const outerSpan = slot.take(queryTextOf(args[0]));
       if (isHandedOverUnguarded(this)) return original.apply(this, args);
-      const ctx = context.active();
+      const ctx = contextApi.active();
       const deadline = statementDeadline(host, 'pg', ctx);
       if (deadline === undefined || args[0] === null || args[0] === undefined) {
         return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
