@@ -1,10 +1,10 @@
 import { context } from '@opentelemetry/api';
-import { withoutDeadline } from '../../src/context';
 import type { Deadline } from '../../src/deadline';
 import { refusalFor } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
+import { makeOpensOutsideDeadline } from './connection-context';
 import { definerOf } from './definer';
 import { deliver, isFunction } from './deliver';
 import { handsOverUnguarded } from './handover';
@@ -59,8 +59,9 @@ function marksPoolStatement(original: AnyFunction): AnyFunction {
  * connection that arrives for it later is released.
  */
 function makeGetConnectionWrapper(host: ClientHost) {
-  return (original: AnyFunction): AnyFunction =>
-    function getConnection(this: unknown, ...args: unknown[]): unknown {
+  return (original: AnyFunction): AnyFunction => {
+    const opensOutsideDeadline = makeOpensOutsideDeadline(original);
+    return function getConnection(this: unknown, ...args: unknown[]): unknown {
       const forPoolStatement = inPoolStatement;
       inPoolStatement = false;
       const given = args[0];
@@ -73,17 +74,14 @@ function makeGetConnectionWrapper(host: ClientHost) {
         return original.apply(this, args);
       }
       const callback = context.bind(ctx, given as Callback);
-      const outside = withoutDeadline(ctx);
-      const request = function (this: unknown, answer: unknown): unknown {
-        return context.with(outside, () => original.call(this, answer));
-      };
-      if (host.settings.mode === 'observe') return request.call(this, callback);
+      if (host.settings.mode === 'observe') return opensOutsideDeadline.call(this, callback);
       const refusal = refusalFor(deadline, 'mysql2.getConnection', host.settings.minUsefulMs);
       if (refusal !== undefined) return void process.nextTick(deliver, callback, refusal);
       const wait = new MysqlPoolWait(deadline, callback);
-      wait.start(this as MysqlPool, request, wait.onConnection);
+      wait.start(this as MysqlPool, opensOutsideDeadline, wait.onConnection);
       return undefined;
     };
+  };
 }
 
 /** One Pool#getConnection waiting for a connection: leaves mysql2's queue at the cutoff. */
