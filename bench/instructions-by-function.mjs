@@ -10,8 +10,10 @@
 //   node bench/instructions-by-function.mjs whole plain
 //
 // runs each named configuration (whole: the whole plugin; plain: no plugin;
-// floor: the contract floor; or a comma list of bench/http-chain.mjs parts)
-// one process at a time, and prints the functions whose self instructions
+// floor: the contract floor; or a comma list of bench/http-chain.mjs parts;
+// or db:<workload>:<mode>, a bench:db:instructions workload and mode such as
+// db:redis-throughput:guard-on, per operation over its settled windows of
+// 10,000) one process at a time, and prints the functions whose self instructions
 // per request differ most between the first and the second (or, with one
 // configuration, the functions that cost most). Builtins such as
 // KeyedLoadIC_Megamorphic or MapConstructor are where much of the difference
@@ -21,31 +23,50 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { callgrindArgs, GC_ARGS } from './callgrind-run.mjs';
 import { chainCallgrindArgs, chainEnv, SETTLED_LONG, SHORT } from './callgrind.mjs';
 import { ALL_PARTS } from './http-chain.mjs';
 
 const SETTLED_DUMPS = [8, 10, 12];
+/** bench:db:instructions' settled windows (out.4 to out.6) and what each counts. */
+const DB_SETTLED_DUMPS = [4, 5, 6];
+const DB_OPERATIONS_PER_WINDOW = 10_000;
 const STACK_BOTTOM = /PROGRAM TOTALS|\(below main\)|^\?\?\?:main |__libc_start_main|ld-linux|node::Start\(|NodeMainInstance::Run|SpinEventLoopInternal/;
 /** What each settled window counts (bench/callgrind.mjs). */
 const REQUESTS_PER_WINDOW = SETTLED_LONG - SHORT;
 const NAMED = { whole: ALL_PARTS.join(','), plain: '', floor: 'floor' };
 
-/** Runs one configuration under callgrind; resolves with the folder holding its dumps and V8's map. */
-function run(parts) {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-by-function-'));
+/** How to run a configuration: valgrind's arguments, and which dumps are settled windows of how many operations. */
+function plan(configuration, dir) {
+  const db = /^db:([\w-]+):([\w-]+)$/.exec(configuration);
+  if (db !== null) {
+    const script = fileURLToPath(new URL('./db-instructions.bench.mjs', import.meta.url));
+    const nodeArgs = ['--perf-basic-prof', ...GC_ARGS, '--expose-gc', '--min-semi-space-size=16', '--max-semi-space-size=16'];
+    const args = callgrindArgs(join(dir, 'out'), nodeArgs, script, ['--measure', db[2], db[1], String(DB_OPERATIONS_PER_WINDOW)]);
+    return { args, env: process.env, dumps: DB_SETTLED_DUMPS, perWindow: DB_OPERATIONS_PER_WINDOW };
+  }
+  const parts = NAMED[configuration] ?? configuration;
   const args = chainCallgrindArgs(join(dir, 'out'), parts === '' ? [] : parts.split(','), Array.from({ length: 6 }, () => []), ['--perf-basic-prof']);
+  return { args, env: chainEnv(), dumps: SETTLED_DUMPS, perWindow: REQUESTS_PER_WINDOW };
+}
+
+/** Runs one configuration under callgrind; resolves with the folder holding its dumps and V8's map, and its plan. */
+function run(configuration) {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-by-function-'));
+  const { args, env, dumps, perWindow } = plan(configuration, dir);
   return new Promise((resolve, reject) => {
-    const child = spawn('valgrind', args, { stdio: ['ignore', 'ignore', 'pipe'], env: chainEnv() });
+    const child = spawn('valgrind', args, { stdio: ['ignore', 'ignore', 'pipe'], env });
     let stderr = '';
     child.stderr.on('data', (chunk) => (stderr = (stderr + chunk).slice(-2000)));
     child.once('error', reject);
-    child.once('close', (code) => (code === 0 ? resolve(dir) : reject(new Error(`callgrind [${parts}] exited ${code}: ${stderr}`))));
+    child.once('close', (code) => (code === 0 ? resolve({ dir, dumps, perWindow }) : reject(new Error(`callgrind [${configuration}] exited ${code}: ${stderr}`))));
   });
 }
 
 /** V8's map of the process that wrote `dir`'s dumps: sorted [start, end, name]. */
-function jitMap(dir) {
-  const pid = /^pid:\s*(\d+)/m.exec(readFileSync(join(dir, `out.${SETTLED_DUMPS[0]}`), 'utf8').slice(0, 4096))?.[1];
+function jitMap(dir, firstDump) {
+  const pid = /^pid:\s*(\d+)/m.exec(readFileSync(join(dir, `out.${firstDump}`), 'utf8').slice(0, 4096))?.[1];
   const file = join(tmpdir(), `perf-${pid}.map`);
   const ranges = readFileSync(file, 'utf8')
     .trim()
@@ -70,11 +91,11 @@ function nameAt(ranges, address) {
   return hi >= 0 && address < ranges[hi][1] ? ranges[hi][2] : 'JIT code not in the map';
 }
 
-/** Self instructions per request of each function, averaged over the settled windows. */
-function selfCosts(dir) {
-  const ranges = jitMap(dir);
+/** Self instructions per request (or operation) of each function, averaged over the settled windows. */
+function selfCosts({ dir, dumps, perWindow }) {
+  const ranges = jitMap(dir, dumps[0]);
   const costs = new Map();
-  for (const dump of SETTLED_DUMPS) {
+  for (const dump of dumps) {
     const text = spawnSync('callgrind_annotate', ['--threshold=100', '--auto=no', '--inclusive=no', join(dir, `out.${dump}`)], {
       encoding: 'utf8',
       maxBuffer: 1 << 28,
@@ -88,7 +109,7 @@ function selfCosts(dir) {
       const name = (jit === null ? where.replace(/ \[[^\]]*\]$/, '') : nameAt(ranges, parseInt(jit[1], 16)))
         .replace(/.*node_modules\//, '')
         .replace(/file:\/\/\S*\/bench\//, 'bench/');
-      const cost = Number(row[1].replaceAll(',', '')) / SETTLED_DUMPS.length / REQUESTS_PER_WINDOW;
+      const cost = Number(row[1].replaceAll(',', '')) / dumps.length / perWindow;
       costs.set(name, (costs.get(name) ?? 0) + cost);
     }
   }
@@ -98,14 +119,14 @@ function selfCosts(dir) {
 
 const configurations = process.argv.slice(2);
 if (configurations.length === 0 || configurations.length > 2) {
-  console.error('usage: node bench/instructions-by-function.mjs <whole|plain|floor|parts> [<whole|plain|floor|parts>]');
+  console.error('usage: node bench/instructions-by-function.mjs <whole|plain|floor|parts|db:workload:mode> [<the same>]');
   process.exit(2);
 }
-const measured = [];
-for (const configuration of configurations) measured.push(selfCosts(await run(NAMED[configuration] ?? configuration)));
+// One process per configuration, side by side (callgrind counts instructions, not time).
+const measured = (await Promise.all(configurations.map(run))).map(selfCosts);
 const [first, second = new Map()] = measured;
 const names = new Set([...first.keys(), ...second.keys()]);
 const rows = [...names].map((name) => [name, (first.get(name) ?? 0) - (second.get(name) ?? 0)]).sort((a, b) => Math.abs(b[1]) - Math.abs(a[1]));
 const total = (costs) => [...costs.values()].reduce((sum, cost) => sum + cost, 0);
-console.log(`self instructions per request, windows 4-6: ${configurations.join(' minus ')} = ${Math.round(total(first) - total(second))}`);
+console.log(`self instructions per request or operation, settled windows: ${configurations.join(' minus ')} = ${Math.round(total(first) - total(second))}`);
 for (const [name, cost] of rows.slice(0, 60)) console.log(`${String(Math.round(cost)).padStart(9)}  ${name}`);

@@ -13,14 +13,13 @@ import { subscribeUndiciChannels } from './client/channels';
 import { makeFetchWrapper } from './client/fetch';
 import { makeHttpWrapper } from './client/http';
 import { makeUndiciWrapper } from './client/undici';
-import type { ClientHost } from './client/host';
 import { DatabaseDrivers, MYSQL2_INSTRUMENTATION_SCOPE } from './db/modules';
 import { GRPC_JS_VERSIONS, patchGrpcJs } from './grpc/patch';
 import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './names';
 import { patchServerPrototype } from './server/patch';
-import type { ServerHost } from './server/listener';
 import type { DeadlineInstrumentationConfig } from './types';
 import { unwrappedBy, wrapMethod, type MethodPatch } from './wrap';
+import { WrapperHost } from './wrapper-host';
 
 type Exports = Record<string, unknown>;
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
@@ -58,30 +57,20 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   declare private unsubscribeMysqlSpans: (() => void) | undefined;
   declare private drivers: DatabaseDrivers;
   declare private grpcPatches: Map<object, MethodPatch[]> | undefined;
+  declare private wrapperHost: WrapperHost | undefined;
 
   constructor(config: DeadlineInstrumentationConfig = {}) {
     super(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION, config);
   }
 
-  /** What the wrappers read on every call, so a later setConfig applies to them. */
-  private host(): ClientHost & ServerHost & { readonly grpcEnabled: boolean } {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const self = this;
-    return {
-      get settings() {
-        return self.resolved;
-      },
-      get tracer() {
-        return self.tracer;
-      },
-      get serverPropagator() {
-        return self.propagatorForServer;
-      },
-      get grpcEnabled() {
-        return self.resolved.grpc;
-      },
-      isEnabled: () => self.isEnabled(),
-    };
+  /** What the wrappers read on every call: setConfig updates it, so a later config applies to them. */
+  private host(): WrapperHost {
+    return (this.wrapperHost ??= new WrapperHost(
+      this.resolved,
+      this.propagatorForServer,
+      () => this.tracer,
+      () => this.isEnabled(),
+    ));
   }
 
   override setConfig(config: DeadlineInstrumentationConfig = {}): void {
@@ -89,6 +78,10 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     super.setConfig(config);
     this.resolved = resolved;
     this.propagatorForServer = new DeadlinePropagator({ maxIncomingMs: resolved.maxIncomingMs, operation: 'http.server' });
+    if (this.wrapperHost !== undefined) {
+      this.wrapperHost.settings = resolved;
+      this.wrapperHost.serverPropagator = this.propagatorForServer;
+    }
   }
 
   /**
