@@ -340,15 +340,23 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
    * clock read: what a guard checks before it sends anything.
    */
   leftBeforeAbort(): number {
-    if (this.reason !== NOT_ABORTED) return -1;
-    const cancelled = this.cancellationAbove();
-    if (cancelled !== NOT_ABORTED) {
-      this.abort(cancelled);
-      return -1;
+    if (this.reason === NOT_ABORTED && this.cancellationAbove() === NOT_ABORTED) {
+      const left = this.cutoffMono - monotonicNow();
+      if (left > 0) return left;
     }
-    const left = this.cutoffMono - monotonicNow();
-    if (left > 0) return left;
-    this.abort(this.cutoffOwner.expiryReason());
+    return this.abortBeforeStart();
+  }
+
+  /**
+   * leftBeforeAbort's rare end, out of line: the guards inline
+   * leftBeforeAbort into their per-call wrappers, where every byte of it
+   * counts against TurboFan's inlining budget.
+   */
+  private abortBeforeStart(): number {
+    if (this.reason === NOT_ABORTED) {
+      const cancelled = this.cancellationAbove();
+      this.abort(cancelled !== NOT_ABORTED ? cancelled : this.cutoffOwner.expiryReason());
+    }
     return -1;
   }
 

@@ -1,5 +1,5 @@
 import type { Context } from '@opentelemetry/api';
-import { getDeadline } from '../../src/context';
+import { deadlineIn } from '../../src/context';
 import { tracingSuppressed } from '../../src/otel-api';
 import type { Deadline } from '../../src/deadline';
 import type { ClientHost } from '../client/host';
@@ -12,7 +12,7 @@ export type DbDriver = 'pg' | 'mysql2' | 'ioredis';
  * else), the driver switched off, or tracing suppressed (exporter traffic).
  */
 export function statementDeadline(host: ClientHost, driver: DbDriver, ctx: Context): Deadline | undefined {
-  const deadline = getDeadline(ctx);
+  const deadline = deadlineIn(ctx);
   if (deadline === undefined || !host.settings[driver] || tracingSuppressed(ctx)) return undefined;
   return deadline;
 }

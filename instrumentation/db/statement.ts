@@ -47,9 +47,16 @@ export class DbStatement implements AbortWatcher, Linked {
   readonly deadline: Deadline;
   readonly observe: boolean;
   private readonly baseOperation: string;
-  /** undefined: decided from `sql` (its command word), and only when it matters. */
+  /** undefined: decided from `subject` (its command word), and only when it matters. */
   private readonly write: boolean | undefined;
-  private readonly sql: unknown;
+  /** What the statement runs: its SQL text, or the driver's command object (Redis). */
+  protected readonly subject: unknown;
+  /**
+   * Set by a subclass when a DeadlineSpanProcessor will write `completed` as
+   * the statement's span ends on its reply (see statement-in-flight.ts): the
+   * guard then writes nothing when the statement completes.
+   */
+  protected spanEndsCompleted = false;
   settled = false;
   /** The abort reason, once the cutoff (or a cancellation) reached the statement. */
   reason: unknown = undefined;
@@ -62,15 +69,15 @@ export class DbStatement implements AbortWatcher, Linked {
 
   /**
    * `write`: a write whose fate the server did not confirm is `unknown`, a
-   * read `expired`; undefined to decide it from the SQL text `sql` at a cutoff.
+   * read `expired`; undefined to decide it from the SQL text `subject` at a cutoff.
    * `operation` is what the error and the span name the statement by, e.g. `pg.query`.
    */
-  constructor(deadline: Deadline, observe: boolean, operation: string, write: boolean | undefined, sql?: unknown) {
+  constructor(deadline: Deadline, observe: boolean, operation: string, write: boolean | undefined, subject?: unknown) {
     this.deadline = deadline;
     this.observe = observe;
     this.baseOperation = operation;
     this.write = write;
-    this.sql = sql;
+    this.subject = subject;
   }
 
   /** What the error and the span name the statement by. */
@@ -182,7 +189,7 @@ export class DbStatement implements AbortWatcher, Linked {
 
   /** Whether the statement may have changed data: asked only at a cutoff. */
   protected isWrite(): boolean {
-    return this.write ?? isSqlWrite(sqlCommand(this.sql));
+    return this.write ?? isSqlWrite(sqlCommand(this.subject));
   }
 
   private abortOutcome(cancel: DbCancel | undefined, sent: boolean): DeadlineOutcome {
@@ -207,6 +214,7 @@ export class DbStatement implements AbortWatcher, Linked {
    * map stays a fast object; setAttribute otherwise.
    */
   protected recordCompleted(): void {
+    if (this.spanEndsCompleted) return;
     const span = this.span;
     if (span === undefined || !span.isRecording()) return this.record(COMPLETED);
     const attributes = directAttributes(span, 1, 9);

@@ -1,5 +1,5 @@
 import { SpanKind, SpanStatusCode, trace, type Attributes, type Context, type MeterProvider } from '@opentelemetry/api';
-import { getDeadline } from '../context';
+import { deadlineIn } from '../context';
 import { DeadlineNode, type Deadline } from '../deadline';
 import { abortCodeOf, describeAbortReason } from '../errors';
 import { checkDuration, monotonicNow } from '../time';
@@ -187,7 +187,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   }
 
   onStart(span: ProcessedSpan, parentContext: Context): void {
-    const deadline = getDeadline(parentContext);
+    const deadline = deadlineIn(parentContext);
     if (deadline === undefined) return;
     showStartedSpan(span);
     const signed = deadline instanceof DeadlineNode ? signedLeft(deadline) : deadline.remainingMs();
