@@ -53,7 +53,10 @@ export function unwrappedBy(fn: AnyFunction, owner: object): AnyFunction | undef
 
 /**
  * Replaces `target[name]` by `makeWrapper(original)`, unless `owner` already has
- * a wrapper in that method's chain. `isActive` is read on every call.
+ * a wrapper in that method's chain. `isActive` is read on every call: by a
+ * wrapper around the one made, or, with `checksActive`, by the made wrapper
+ * itself (which must then pass the call straight to `original` while
+ * `isActive()` is false): one call frame less on a per-command path.
  */
 export function wrapMethod(
   target: Record<string, unknown>,
@@ -61,14 +64,17 @@ export function wrapMethod(
   owner: object,
   isActive: () => boolean,
   makeWrapper: (original: AnyFunction) => AnyFunction,
+  { checksActive = false }: { checksActive?: boolean } = {},
 ): MethodPatch | undefined {
   const original = target[name];
   if (typeof original !== 'function' || isWrappedBy(original, owner)) return undefined;
   const hadOwn = Object.prototype.hasOwnProperty.call(target, name);
   const active = makeWrapper(original as AnyFunction);
-  const wrapper = function (this: unknown, ...args: unknown[]): unknown {
-    return isActive() ? active.apply(this, args) : (original as AnyFunction).apply(this, args);
-  };
+  const wrapper = checksActive
+    ? active
+    : function (this: unknown, ...args: unknown[]): unknown {
+        return isActive() ? active.apply(this, args) : (original as AnyFunction).apply(this, args);
+      };
   Object.defineProperty(wrapper, WRAPPED_BY, { value: owner });
   Object.defineProperty(wrapper, ORIGINAL, { value: original });
   Object.defineProperty(wrapper, 'name', { value: (original as AnyFunction).name });

@@ -75,19 +75,21 @@ export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: Dri
   const proto = Redis.prototype;
   if (proto === undefined || typeof proto.sendCommand !== 'function') return [];
   const patches = [
-    wrapMethod(proto, 'sendCommand', owner, isActive, makeSendCommandWrapper(host, slot, owner)),
+    wrapMethod(proto, 'sendCommand', owner, isActive, makeSendCommandWrapper(host, slot, owner, isActive), { checksActive: true }),
     // The connection's handshake, its offline-queue flush and its resends run in the context it was opened in.
     wrapMethod(proto, 'connect', owner, isActive, makeOpensOutsideDeadline),
   ];
   return patches.filter((patch) => patch !== undefined);
 }
 
-function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object) {
+function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean) {
   return (original: AnyFunction): AnyFunction => {
     // An instrumentation-ioredis registered before us wraps the method below
     // ours: fixed for this wrapper's life, since `original` is.
     const instrumentedBelow = isShimmerWrapper(original);
     return function sendCommand(this: unknown, ...args: unknown[]): unknown {
+      // Disabled: every call passes straight through (wrapMethod's checksActive).
+      if (!isActive()) return original.apply(this, args);
       const command = args[0] as RedisCommand | undefined;
       // An instrumentation-ioredis on top of us announced its span for this command through its requestHook a moment ago.
       const outerSpan = slot.take(command?.args);
