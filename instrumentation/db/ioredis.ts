@@ -108,6 +108,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       }
       const observe = settings.mode === 'observe';
       const guard = new RedisCommandGuard(deadline, observe, 'redis', undefined, command);
+      if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
       // The one clock read: refusal, the blocking timeout and arming all go by it.
       const left = budgetLeft(deadline);
       const minUsefulMs = settings.minUsefulMs;
@@ -124,7 +125,6 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         guard.startOwnSpan(host.tracer, ctx, { name, attributes });
       }
       if (refusal !== undefined) {
-        if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
         if (!observe) {
           guard.refuse(refusal);
           // On the next tick: an instrumentation-ioredis wrapped on top of us patches
@@ -135,25 +135,17 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         guard.markWouldReject();
       }
       if (!observe && mayBeBlocking(command.name) && commandKind(command.name).blocking) clampBlockingTimeout(guard.name, command.args, left);
+      guard.arm(guard);
       // Before the send: ioredis rejects some commands inside sendCommand (a
       // closed connection, subscriber mode, no offline queue), and only a
-      // wrapper already in place sees that. An instrumentation-ioredis, below or on
+      // wrapper already in place sees that, or the guard would hold the
+      // deadline armed until its cutoff. An instrumentation-ioredis, below or on
       // top of us, puts its own wrappers on top of these.
       guard.settleOnReply();
       // Only an instrumentation below us calls its requestHook (with its span)
       // from inside this call; on top of us it has called it already, and the
       // span is in `outerSpan`.
-      const sent = instrumentedBelow ? slot.dispatch(guard, original, this, args) : original.apply(this, args);
-      // After the send, in the same synchronous step: no reply can arrive
-      // before it ends, and a cutoff passing meanwhile reaches the guard
-      // through the deadline's timer. ioredis has written the command to the
-      // socket by now, so this part runs while the server works on it rather
-      // than before the command leaves (Redis GET throughput moves by more
-      // than a client's CPU share: bench:db). A command ioredis rejected
-      // inside the send has settled its guard, which then arms nothing.
-      if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
-      guard.arm(guard);
-      return sent;
+      return instrumentedBelow ? slot.dispatch(guard, original, this, args) : original.apply(this, args);
     };
   };
 }
