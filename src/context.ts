@@ -14,7 +14,7 @@ const DEADLINE_KEY = Symbol.for('otel-deadline.context.deadline');
 
 /** The deadline active in `ctx` (the current OTel context by default). */
 export function getDeadline(ctx: Context = context.active()): Deadline | undefined {
-  return ctx.getValue(DEADLINE_KEY) as Deadline | undefined;
+  return deadlineIn(ctx);
 }
 
 /**
