@@ -1,7 +1,6 @@
 import type { Span } from '@opentelemetry/api';
 import { contextApi } from '../../src/otel-api';
 import { markStatementInFlight } from '../../src/processor/statement-in-flight';
-import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
