@@ -1,6 +1,6 @@
 import type { Span } from '@opentelemetry/api';
 import { contextApi } from '../../src/otel-api';
-import { markStatementInFlight } from '../../src/processor/statement-in-flight';
+import { markStatementInFlight, spanStartLook } from '../../src/processor/statement-in-flight';
 import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
@@ -100,16 +100,22 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         return command!.promise;
       }
       const settings = host.settings;
-      const ctx = contextApi.active();
-      const deadline = statementDeadline(host, 'ioredis', ctx);
+      // A DeadlineSpanProcessor looked at the deadline as the outer span started, in this same
+      // synchronous step and context: that look is ours (see spanStartLook). Otherwise we look.
+      const look = outerSpan === undefined ? undefined : spanStartLook(outerSpan);
+      const seen = look?.deadline;
+      const ctx = seen === undefined ? contextApi.active() : undefined;
+      const deadline = ctx === undefined ? (settings.ioredis ? seen : undefined) : statementDeadline(host, 'ioredis', ctx);
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function') {
         return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
       }
       const observe = settings.mode === 'observe';
       const guard = new RedisCommandGuard(deadline, observe, 'redis', undefined, command);
       if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
-      // The one clock read: refusal, the blocking timeout and arming all go by it.
-      const left = budgetLeft(deadline);
+      // The one clock read (the processor's, when it found budget left): refusal, the blocking timeout
+      // and arming all go by it. Expired or aborted at that look, budgetLeft records the abort.
+      const seenLeft = ctx === undefined ? look!.startBudgetLeftMs : undefined;
+      const left = seenLeft !== undefined && seenLeft > 0 ? seenLeft : budgetLeft(deadline);
       const minUsefulMs = settings.minUsefulMs;
       const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, guard.operation, minUsefulMs);
       // Our own span when no other instrumentation makes one for this call: none below us (or the command is
@@ -121,7 +127,8 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         const attributes: Record<string, string | number> = { 'db.system.name': 'redis', 'db.operation.name': name };
         if (typeof options.host === 'string') attributes['server.address'] = options.host;
         if (typeof options.port === 'number') attributes['server.port'] = options.port;
-        guard.startOwnSpan(host.tracer, ctx, { name, attributes });
+        // No outer span, so no look but ours: ctx is the context read above.
+        guard.startOwnSpan(host.tracer, ctx!, { name, attributes });
       }
       if (refusal !== undefined) {
         if (!observe) {

@@ -59,6 +59,12 @@ interface SpanState extends Cutoff {
   finished: boolean;
   /** Budget left when the span started. */
   startRemainingMs: number;
+  /**
+   * The ms left at the start look as a guard's budgetLeft counts them, or 0
+   * when the deadline had expired or aborted by then: what a database command
+   * guard reads instead of the clock (see statement-in-flight.ts).
+   */
+  startBudgetLeftMs: number;
   /** The start attributes are on the span already (see onStart); otherwise they are written with the end ones. */
   startWritten: boolean;
   /** Set by a database command guard whose command this span covers (see statement-in-flight.ts). */
@@ -222,6 +228,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
       startViolations,
       finished: false,
       startRemainingMs: remaining,
+      startBudgetLeftMs: abortReason === undefined ? remaining : 0,
       startWritten,
       statementInFlight: false,
     });

@@ -1,3 +1,5 @@
+import type { Deadline } from '../deadline';
+
 /**
  * How a database command guard tells DeadlineSpanProcessor that the span it
  * covers belongs to a command that is still in flight, not cut: when such a
@@ -23,9 +25,33 @@ const KEY = Symbol.for('otel-deadline.span-state-keys');
 const store = globalThis as { [KEY]?: symbol[] };
 const stateKeys: symbol[] = (store[KEY] ??= []);
 
-/** The field of a processor's span state that a guard sets. */
+/** The fields of a processor's span state that a guard reads and sets. */
 export interface StatementInFlightState {
   statementInFlight: boolean;
+  /** The deadline the span started under; undefined once the span has ended. */
+  deadline: Deadline | undefined;
+  /**
+   * The ms the processor found left when the span started (its one clock
+   * read), or 0 when the deadline had expired or aborted then. Undefined in
+   * the state of a processor from an older copy of this package.
+   */
+  startBudgetLeftMs: number | undefined;
+}
+
+/**
+ * What a DeadlineSpanProcessor saw as `span` started: the state of the first
+ * processor that keeps one for it, or undefined. A driver instrumentation
+ * starts its span and calls its requestHook in the one synchronous step that
+ * then calls the guard's wrapper, in the same context: the processor's look at
+ * the deadline (deadlineIn and a clock read) then stands for the guard's own,
+ * which costs a context read and a clock read per command otherwise.
+ */
+export function spanStartLook(span: object): StatementInFlightState | undefined {
+  for (let i = 0; i < stateKeys.length; i++) {
+    const state = (span as { [key: symbol]: StatementInFlightState | undefined })[stateKeys[i]!];
+    if (state !== undefined) return state;
+  }
+  return undefined;
 }
 
 export function addSpanStateKey(key: symbol): void {

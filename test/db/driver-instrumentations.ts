@@ -17,7 +17,7 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { context, trace } from '@opentelemetry/api';
 import { suppressTracing } from '@opentelemetry/core';
-import { DeadlineExceededError, DeadlineInstrumentation, InsufficientBudgetError, openDeadline, setDeadline } from '../../src';
+import { DeadlineCancelledError, DeadlineExceededError, DeadlineInstrumentation, InsufficientBudgetError, openDeadline, setDeadline, type ManagedDeadline } from '../../src';
 import { passedDeadline } from '../helpers/clock';
 import { isOwnWrapper } from '../../instrumentation/wrap';
 import { installOtel, type TestOtel } from '../helpers/otel';
@@ -267,18 +267,45 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
     }
     const calls = (name: string) => commandCalls(redisAdmin, name);
 
-    it('refuses a command under an expired deadline: nothing reaches the server, one span says not_started', async () => {
+    // The span processor looks at the deadline as instrumentation-ioredis's span starts, and a guard under
+    // that span goes by its look: each way a command is refused must still hold, a cancellation with time
+    // left on the clock included.
+    const refusals: [string, () => Promise<ManagedDeadline>, new (...args: never[]) => Error, string][] = [
+      ['under an expired deadline', () => passedDeadline(), DeadlineExceededError, 'DEADLINE_EXCEEDED'],
+      [
+        'below minUsefulMs',
+        async () => {
+          deadline.setConfig({ minUsefulMs: 60_000 });
+          return openDeadline({ operation: 'short', timeoutMs: 5_000, parent: null });
+        },
+        InsufficientBudgetError,
+        'INSUFFICIENT_BUDGET',
+      ],
+      [
+        'under a cancelled deadline with time left',
+        async () => {
+          const controller = new AbortController();
+          const cancelled = openDeadline({ operation: 'cancelled', timeoutMs: 60_000, parent: null, signal: controller.signal });
+          controller.abort(new Error('caller went away'));
+          return cancelled;
+        },
+        DeadlineCancelledError,
+        'CANCELLED',
+      ],
+    ];
+    it.each(refusals)('refuses a command %s: nothing reaches the server, one span says not_started', async (_, open, errorClass, code) => {
       const c = client();
       await c.ping();
       const before = await calls('incrbyfloat');
       otel.exporter.reset();
-      const passed = await passedDeadline();
-      const err = await under(passed, () => c.incrbyfloat(`otel-deadline:${randomUUID()}`, 1).catch((e: unknown) => e));
-      expect(err).toBeInstanceOf(DeadlineExceededError);
+      const refusing = await open();
+      const err = await under(refusing, () => c.incrbyfloat(`otel-deadline:${randomUUID()}`, 1).catch((e: unknown) => e));
+      refusing.dispose();
+      expect(err).toBeInstanceOf(errorClass);
       expect(await calls('incrbyfloat')).toBe(before);
       const span = onlySpan('redis', 'incrbyfloat', refusalScope(c.sendCommand, SCOPES.ioredis));
       expect(span.attributes['deadline.outcome']).toBe('not_started');
-      expect(span.attributes['deadline.abort.code']).toBe('DEADLINE_EXCEEDED');
+      expect(span.attributes['deadline.abort.code']).toBe(code);
     });
 
     it('a write in flight at the cutoff rejects with DeadlineExceededError; unknown on instrumentation-ioredis’s span', async () => {
@@ -396,6 +423,28 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
         'ioredis get': await ourContextReads(() => redis.get('otel-deadline:untouched')),
       };
       expect(reads).toEqual({ 'pg Client#query': 1, 'pg Pool#query': 1, 'mysql2 query': 1, 'mysql2 pool query': 1, 'ioredis get': 1 });
+    });
+
+    it('a guarded command under instrumentation-ioredis on top reads no context of ours: the span processor looked as the span started', async () => {
+      const redis = new Redis({ host: '127.0.0.1', port: 6379 });
+      cleanups.push(() => redis.disconnect());
+      await redis.ping();
+      const budget = openDeadline({ operation: 'reads', timeoutMs: 60_000, parent: null });
+      cleanups.push(() => budget.dispose());
+      // How many watchers the deadline has while each GET is in flight: a guarded command's is one.
+      const watching: number[] = [];
+      const reads = await ourContextReads(() =>
+        under(budget, () => {
+          const reply = redis.get('otel-deadline:guarded');
+          watching.push((budget as unknown as { subscriberCount: number }).subscriberCount);
+          return reply;
+        }),
+      );
+      // On top (registered after us) its span and the processor's look come first; below us, we look ourselves.
+      const onTop = !isOwnWrapper(redis.sendCommand, deadline);
+      expect({ onTop, reads }).toEqual({ onTop: order === 'deadline-first', reads: onTop ? 0 : 1 });
+      // Guarded all the same while enabled (two runs), untouched while disabled (two runs).
+      expect(watching).toEqual([1, 1, 0, 0]);
     });
 
     it('a command passed through under a deadline leaves no span for the next guarded one', async () => {
