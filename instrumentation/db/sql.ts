@@ -19,3 +19,176 @@ export function sqlCommand(text: unknown): string | undefined {
 export function isSqlWrite(command: string | undefined): boolean {
   return command === undefined || !READ_COMMANDS.has(command);
 }
+
+/** The SQL dialect a text is read in: they differ in comments, quotes and escapes. */
+export type SqlDialect = 'postgres' | 'mysql';
+
+/**
+ * What a statement does to the session's transaction, which decides how a
+ * deadline may treat it:
+ * - `cleanup` ends a transaction without committing, or puts session state
+ *   back (ROLLBACK, ABORT, DISCARD, RESET, ...): never refused, delayed or cut;
+ * - `commit` ends a transaction by committing (COMMIT, END): refused at the
+ *   cutoff only after the transaction is rolled back;
+ * - `begin` opens one (BEGIN, START TRANSACTION);
+ * - `work`: anything else, and any text that holds several statements.
+ */
+export type SqlRole = 'cleanup' | 'commit' | 'begin' | 'work';
+
+const CLEANUP_COMMANDS: Record<SqlDialect, ReadonlySet<string>> = {
+  // CLOSE and DEALLOCATE free a cursor and a prepared statement; UNLISTEN stops notifications.
+  postgres: new Set(['ROLLBACK', 'ABORT', 'DISCARD', 'RESET', 'CLOSE', 'DEALLOCATE', 'UNLISTEN']),
+  mysql: new Set(['ROLLBACK', 'UNLOCK', 'DEALLOCATE']),
+};
+
+/**
+ * The role of `text` (see SqlRole): read from its first words, after any
+ * comments, and only when it holds a single statement. `ROLLBACK PREPARED`
+ * and `COMMIT PREPARED` finish a two-phase transaction that belongs to no
+ * session: they are `work`.
+ */
+export function sqlRole(text: unknown, dialect: SqlDialect): SqlRole {
+  if (typeof text !== 'string') return 'work';
+  const scan = scanSql(text, dialect);
+  if (scan.several) return 'work';
+  const [first, second] = scan.words;
+  if (second === 'PREPARED') return 'work';
+  if (first === undefined) return 'work';
+  if (CLEANUP_COMMANDS[dialect].has(first)) return 'cleanup';
+  if (first === 'COMMIT' || (first === 'END' && dialect === 'postgres')) return 'commit';
+  if (first === 'BEGIN' || (first === 'START' && second === 'TRANSACTION')) return 'begin';
+  return 'work';
+}
+
+/**
+ * Whether `text` holds more than one statement (`INSERT …; SELECT …`): a
+ * semicolon outside quotes and comments with more SQL after it. Text whose
+ * quotes or comments never close counts as several: when unsure, assume
+ * something else may have run.
+ */
+export function holdsSeveralStatements(text: unknown, dialect: SqlDialect): boolean {
+  return typeof text === 'string' && scanSql(text, dialect).several;
+}
+
+interface SqlScan {
+  /** The first two words of the first statement, upper case. */
+  words: string[];
+  several: boolean;
+}
+
+/** Longest text looked at: longer text is taken as several statements (when unsure, assume more ran). */
+const MAX_SCAN = 1 << 20;
+
+/**
+ * One pass over the text as the server's lexer sees it: quotes ('…', "…",
+ * `…` in MySQL, E'…' and $tag$…$tag$ in PostgreSQL), comments (--, /* *\/,
+ * nested in PostgreSQL, # in MySQL). It keeps the first two words of the
+ * first statement and stops at a second statement.
+ */
+function scanSql(text: string, dialect: SqlDialect): SqlScan {
+  const words: string[] = [];
+  if (text.length > MAX_SCAN) return { words, several: true };
+  const mysql = dialect === 'mysql';
+  let i = 0;
+  let ended = false;
+  const n = text.length;
+  while (i < n) {
+    const c = text[i]!;
+    if (/\s/.test(c)) {
+      i += 1;
+      continue;
+    }
+    if (ended) {
+      // After a `;`, anything but another `;` starts a second statement.
+      if (c === ';') {
+        i += 1;
+        continue;
+      }
+      if (!isCommentStart(text, i, mysql)) return { words, several: true };
+    }
+    const next = skipToken(text, i, mysql);
+    if (next < 0) return { words, several: true };
+    if (c === ';') ended = true;
+    else if (!ended && words.length < 2 && /[A-Za-z_]/.test(c)) words.push(text.slice(i, next).toUpperCase());
+    else if (!ended && words.length < 2 && !isCommentStart(text, i, mysql)) words.push(''); // a word that is not one: stops the role
+    i = next;
+  }
+  return { words, several: false };
+}
+
+function isCommentStart(text: string, i: number, mysql: boolean): boolean {
+  const c = text[i];
+  const d = text[i + 1];
+  return isDashComment(text, i, mysql) || (c === '/' && d === '*') || (mysql && c === '#');
+}
+
+/** `--` starts a comment; in MySQL only when a space or control character follows (`1--1` is arithmetic). */
+function isDashComment(text: string, i: number, mysql: boolean): boolean {
+  if (text[i] !== '-' || text[i + 1] !== '-') return false;
+  if (!mysql) return true;
+  const after = text.charCodeAt(i + 2);
+  return Number.isNaN(after) || after <= 0x20;
+}
+
+/** The index just after the token that starts at `i`, or -1 when a quote or comment never closes. */
+function skipToken(text: string, i: number, mysql: boolean): number {
+  const c = text[i]!;
+  const d = text[i + 1];
+  if (isDashComment(text, i, mysql) || (mysql && c === '#')) {
+    const eol = text.indexOf('\n', i);
+    return eol < 0 ? text.length : eol + 1;
+  }
+  if (c === '/' && d === '*') return skipBlockComment(text, i, !mysql);
+  if (c === "'") return skipQuoted(text, i, "'", mysql || isEscapeStringPrefix(text, i));
+  if (c === '"') return skipQuoted(text, i, '"', mysql);
+  if (mysql && c === '`') return skipQuoted(text, i, '`', false);
+  if (!mysql && c === '$') {
+    const tag = /^\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$/.exec(text.slice(i, i + 64));
+    if (tag !== null) {
+      const close = text.indexOf(tag[0], i + tag[0].length);
+      return close < 0 ? -1 : close + tag[0].length;
+    }
+  }
+  if (/[A-Za-z0-9_]/.test(c)) {
+    let j = i + 1;
+    while (j < text.length && /[A-Za-z0-9_$]/.test(text[j]!)) j += 1;
+    return j;
+  }
+  return i + 1;
+}
+
+/** PostgreSQL's E'…' strings take backslash escapes; standard strings do not. */
+function isEscapeStringPrefix(text: string, quote: number): boolean {
+  const prefix = text[quote - 1];
+  return (prefix === 'E' || prefix === 'e') && !/[A-Za-z0-9_]/.test(text[quote - 2] ?? ' ');
+}
+
+function skipQuoted(text: string, i: number, quote: string, backslashEscapes: boolean): number {
+  let j = i + 1;
+  while (j < text.length) {
+    const c = text[j];
+    if (backslashEscapes && c === '\\') j += 2;
+    else if (c === quote) {
+      // A doubled quote is one quote character inside the literal.
+      if (text[j + 1] === quote) j += 2;
+      else return j + 1;
+    } else j += 1;
+  }
+  return -1;
+}
+
+function skipBlockComment(text: string, i: number, nested: boolean): number {
+  let depth = 0;
+  let j = i;
+  while (j < text.length) {
+    if (text[j] === '/' && text[j + 1] === '*') {
+      depth = nested || depth === 0 ? depth + 1 : depth;
+      j += 2;
+    } else if (text[j] === '*' && text[j + 1] === '/') {
+      depth -= 1;
+      j += 2;
+      if (depth === 0) return j;
+    } else j += 1;
+  }
+  return -1;
+}
