@@ -11,6 +11,7 @@ import { isSqlWrite, sqlCommand } from './sql';
 import { DbStatement } from './statement';
 import { DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
 import { PoolWait } from './pool-wait';
+import { withGuardedRelease } from './pg-release';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
@@ -92,17 +93,12 @@ export function makePgPoolConnectWrapper(host: ClientHost) {
       if (!host.settings.pg) return original.apply(this, args);
       if (forPoolQuery !== undefined && given !== undefined) {
         // pg-pool's own query, passed through by our Pool#query: its callback makes the statement at once.
-        args[0] = forPoolQuery === NO_DEADLINE ? handsOverUnguarded(given) : context.bind(forPoolQuery, given);
+        args[0] = withGuardedRelease(forPoolQuery === NO_DEADLINE ? handsOverUnguarded(given) : context.bind(forPoolQuery, given));
         return original.apply(this, args);
       }
       const ctx = context.active();
       const deadline = statementDeadline(host, 'pg', ctx);
       const pool = this as PgPool;
-      if (deadline === undefined || host.settings.mode === 'observe' || pool.ending === true) {
-        // pg-pool calls a waiter back from another request's release: the caller's callback runs in the caller's context.
-        if (given !== undefined) args[0] = context.bind(ctx, given);
-        return original.apply(this, args);
-      }
       let promise: Promise<unknown> | undefined;
       let callback: PgConnectCallback;
       // Our own Pool#query sets its context itself; a caller's callback runs in the caller's context.
@@ -111,6 +107,13 @@ export function makePgPoolConnectWrapper(host: ClientHost) {
         promise = new (pool.Promise ?? Promise)((resolve, reject) => {
           callback = (err, client) => (err ? reject(err) : resolve(client));
         });
+      }
+      // Every checkout: a statement may be cut on it under a deadline its caller sets after connecting.
+      callback = withGuardedRelease(callback!);
+      if (deadline === undefined || host.settings.mode === 'observe' || pool.ending === true) {
+        // pg-pool calls a waiter back from another request's release: the caller's callback runs in the caller's context.
+        original.call(this, callback);
+        return promise;
       }
       // Our own Pool#query was admitted a moment ago, in this same synchronous step.
       const refusal = internal ? undefined : refusalFor(deadline, POOL_OPERATION, host.settings.minUsefulMs);

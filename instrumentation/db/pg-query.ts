@@ -9,9 +9,10 @@ import { statementDeadline } from './begin';
 import { deliver, isFunction } from './deliver';
 import { driverInstrumented, type DriverSpanSlot } from './driver-span';
 import { isHandedOverUnguarded } from './handover';
-import { sendPgCancel } from './pg-cancel';
+import { sendPgCancel, type PgCancelResult } from './pg-cancel';
+import { afterCancel, CancelBarrier, sessionOf, type PgCut } from './pg-session';
 import { activeQueryOf, isPgCancel, type PgCallback, type PgClient, type PgQuery } from './pg-types';
-import { sqlCommand } from './sql';
+import { holdsSeveralStatements, sqlCommand, sqlRole, type SqlRole } from './sql';
 import { DbStatement, type CutoffHandler, type SpanShape } from './statement';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
@@ -37,6 +38,33 @@ export function pgSpanShape(client: PgClient, command: string | undefined): Span
   return { name: `${PG_OPERATION}:${command ?? 'unknown'}${typeof database === 'string' ? ` ${database}` : ''}`, attributes };
 }
 
+/** The first words that may give a statement a role other than `work` (sql.ts): only those texts are scanned. */
+const ROLE_WORDS = new Set(['ROLLBACK', 'ABORT', 'DISCARD', 'RESET', 'CLOSE', 'DEALLOCATE', 'UNLISTEN', 'COMMIT', 'END']);
+
+/** The statement's role in its session's transaction (sql.ts), scanning the text only when its first word may give one. */
+function pgRole(text: unknown): SqlRole {
+  if (typeof text !== 'string') return 'work';
+  const command = sqlCommand(text);
+  // No first word before a comment or quote: let the scan read it.
+  return command === undefined || ROLE_WORDS.has(command) ? sqlRole(text, 'postgres') : 'work';
+}
+
+/**
+ * A pg statement's guard. A text that holds several statements (the simple
+ * protocol runs `INSERT …; SELECT pg_sleep(5)` in one go) may have changed
+ * data before the part that was cancelled, whatever its first word says.
+ */
+class PgStatement extends DbStatement {
+  /** Asked only at a cutoff: it reads the whole text. */
+  holdsSeveral(): boolean {
+    return holdsSeveralStatements(this.subject, 'postgres');
+  }
+
+  protected override isWrite(): boolean {
+    return this.holdsSeveral() || super.isWrite();
+  }
+}
+
 /** Gives a refused or cut query its error without anything being sent, the way pg fails a query itself. */
 export function failSubmittable(query: PgQuery, error: Error, connection: unknown): void {
   // A stream (pg-query-stream) reports through 'error' only once destroyed; a cursor through handleError.
@@ -55,7 +83,8 @@ export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner
       if (isHandedOverUnguarded(this)) return original.apply(this, args);
       const ctx = contextApi.active();
       const deadline = statementDeadline(host, 'pg', ctx);
-      if (deadline === undefined || args[0] === null || args[0] === undefined) {
+      // A statement that ends a transaction without committing or puts session state back is never refused or cut.
+      if (deadline === undefined || args[0] === null || args[0] === undefined || pgRole(queryTextOf(args[0])) === 'cleanup') {
         return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
       }
       return guardedQuery(host, slot, owner, original, this as PgClient, args, deadline, ctx, outerSpan);
@@ -76,17 +105,41 @@ function callbackOf(args: unknown[]): ((...a: never[]) => unknown) | undefined {
   return isFunction(fromConfig) ? fromConfig : undefined;
 }
 
-function refuse(client: PgClient, args: unknown[], submittable: PgQuery | undefined, error: Error): unknown {
+/** Runs `then` once the step before the caller hears of its refusal is done. */
+type BeforeRefusal = (then: () => void) => void;
+
+const onNextTick: BeforeRefusal = (then) => process.nextTick(then);
+
+function refuse(client: PgClient, args: unknown[], submittable: PgQuery | undefined, error: Error, before: BeforeRefusal = onNextTick): unknown {
   if (submittable !== undefined) {
-    process.nextTick(() => failSubmittable(submittable, error, client.connection));
+    before(() => failSubmittable(submittable, error, client.connection));
     return submittable;
   }
   const callback = callbackOf(args);
   if (callback !== undefined) {
-    process.nextTick(deliver, callback, error);
+    before(() => deliver(callback, error));
     return undefined;
   }
-  return (client._Promise ?? Promise).reject(error);
+  if (before === onNextTick) return (client._Promise ?? Promise).reject(error);
+  return new (client._Promise ?? Promise)((_resolve, reject) => before(() => reject(error)));
+}
+
+/**
+ * A COMMIT refused at the cutoff: the transaction is rolled back before the
+ * caller hears of the refusal, so nothing of it is committed later by
+ * whoever runs the next COMMIT on this connection, and no lock is held. The
+ * ROLLBACK goes below our wrapper, unguarded; whatever it answers (a warning
+ * when no transaction was open, an error on a dead connection), the caller
+ * then gets the refusal.
+ */
+function rollBackFirst(slot: DriverSpanSlot, original: AnyFunction, client: PgClient): BeforeRefusal {
+  return (then) => {
+    try {
+      slot.passThrough(original, client, ['ROLLBACK', () => then()]);
+    } catch {
+      process.nextTick(then);
+    }
+  };
 }
 
 function guardedQuery(
@@ -105,7 +158,7 @@ function guardedQuery(
   const text = typeof config === 'string' ? config : config.text;
   const observe = host.settings.mode === 'observe';
   // The command is read from the text only when it is needed: at a cutoff, or for a span of our own.
-  const statement = new DbStatement(deadline, observe, PG_OPERATION, undefined, text);
+  const statement = new PgStatement(deadline, observe, PG_OPERATION, undefined, text);
   if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
   // The one clock read before sending: refusal and arming both go by it.
   const left = budgetLeft(deadline);
@@ -116,14 +169,18 @@ function guardedQuery(
   if (outerSpan === undefined && (!driverInstrumented(original, client.query, owner) || (refusal !== undefined && weAreOutermost))) {
     statement.startOwnSpan(host.tracer, ctx, pgSpanShape(client, sqlCommand(text)));
   }
+  const commits = pgRole(text) === 'commit';
   if (refusal !== undefined) {
     if (!observe) {
       statement.refuse(refusal);
-      return refuse(client, args, submittable, refusal);
+      // The caller's transaction (if any) is no longer what it left: a pool checks it at release (pg-release.ts).
+      sessionOf(client).touched = true;
+      return refuse(client, args, submittable, refusal, commits ? rollBackFirst(slot, original, client) : undefined);
     }
     statement.markWouldReject();
   }
-  return new GuardedPgQuery(client, statement, submittable).run(slot, original, args);
+  // An admitted COMMIT is not cut: a cancel cannot undo a commit under way, only leave its outcome unknown.
+  return new GuardedPgQuery(client, statement, submittable, !commits).run(slot, original, args);
 }
 
 /** One query between dispatch and delivery: finds it in pg's queues at the cutoff, cancels it, delivers once. */
@@ -131,7 +188,16 @@ class GuardedPgQuery implements CutoffHandler {
   private query: PgQuery | undefined;
   private userCallback: PgCallback | undefined;
   private delivered = false;
-  private cancel: 'none' | 'pending' | 'told' | 'not_told' = 'none';
+  private cancel: 'none' | 'pending' | PgCancelResult = 'none';
+  /** Set once the cutoff reached the statement in flight: what it leaves on the connection until it settles. */
+  private cut: PgCut | undefined = undefined;
+  private barrier: CancelBarrier | undefined = undefined;
+  /** pg has reported the statement's end. */
+  private ended = false;
+  /** The grace ran out while the cancel was on its way: a result that comes is returned. */
+  private graceOver = false;
+  /** The error deliverEarly gave the caller. */
+  private earlyError: Error | undefined;
   /** A result that arrived while the cancel request was still on its way: held until the server closed it. */
   private held: (() => void) | undefined;
   private ownError: Error | undefined;
@@ -141,8 +207,9 @@ class GuardedPgQuery implements CutoffHandler {
 
   constructor(
     private readonly client: PgClient,
-    private readonly statement: DbStatement,
+    private readonly statement: PgStatement,
     private readonly submittable: PgQuery | undefined,
+    private readonly cuttable: boolean,
   ) {}
 
   run(slot: DriverSpanSlot, original: AnyFunction, args: unknown[]): unknown {
@@ -168,7 +235,7 @@ class GuardedPgQuery implements CutoffHandler {
     const result = slot.dispatch(this.statement, original, client, callArgs);
     this.query = this.submittable ?? this.locate(queuedBefore, activeBefore);
     if (this.submittable === undefined) this.settleFirst(this.query);
-    this.statement.arm(this);
+    if (this.cuttable) this.statement.arm(this);
     return promise ?? result;
   }
 
@@ -183,6 +250,7 @@ class GuardedPgQuery implements CutoffHandler {
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const self = this;
     query.callback = function (this: unknown, err: unknown, res: unknown) {
+      self.markEnded();
       if (!self.delivered) self.settleFrom(err);
       return (driverCallback as PgCallback).call(this, err, res);
     };
@@ -196,7 +264,8 @@ class GuardedPgQuery implements CutoffHandler {
     if (!statement.aborted) return statement.settle(failed ? err : undefined);
     if (failed && err === this.ownError) return statement.settle(err, undefined, false);
     if (!failed) return statement.settleCompletedAfterCutoff('too_late');
-    if (isPgCancel(err)) return statement.settle(statement.errorFor(err), 'confirmed');
+    // Several statements in one text: the 57014 stopped the one running, those before it may have run.
+    if (isPgCancel(err)) return statement.settle(statement.errorFor(err), statement.holdsSeveral() ? 'unconfirmed' : 'confirmed');
     // It failed on its own (a constraint, a lost connection): that error is the truth.
     statement.settle(err, this.cancel === 'not_told' ? 'not_told' : 'unconfirmed');
   }
@@ -211,6 +280,9 @@ class GuardedPgQuery implements CutoffHandler {
 
   onCutoff(): void {
     const { client, query } = this;
+    const session = sessionOf(client);
+    // The caller's transaction (if any) is no longer what it left: a pool checks it at release (pg-release.ts).
+    session.touched = true;
     const queue = client._queryQueue;
     const index = query === undefined || queue === undefined ? -1 : queue.indexOf(query);
     if (index >= 0) {
@@ -225,40 +297,62 @@ class GuardedPgQuery implements CutoffHandler {
     }
     if (query === undefined || query !== activeQueryOf(client) || client.pipeline === true) {
       // pg no longer runs it (its result is on the way) or we cannot tell which statement the backend runs.
+      if (query !== undefined) this.openCut();
       return this.deliverEarly('not_told');
     }
     const cursorState = ((query as { cursor?: PgQuery }).cursor ?? query).state;
     // A cursor suspended between reads runs nothing on the server: closing its portal is all it takes.
     if (this.submittable !== undefined && cursorState === 'idle') return this.deliverEarly(undefined);
+    const cut = this.openCut();
     this.cancel = 'pending';
     const params = client.connectionParameters ?? {};
     const target = { host: params.host, port: params.port, processID: client.processID, secretKey: client.secretKey };
-    if (params.stream !== undefined) return this.onCancelSent(false); // a custom stream: we cannot reach the server ourselves
+    if (params.stream !== undefined) return this.onCancelSent('not_told'); // a custom stream: we cannot reach the server ourselves
+    // The cancel stops whatever the backend runs when it lands: nothing queued may start before it has settled.
+    this.barrier = CancelBarrier.place(client);
+    cut.cancelSent();
     this.grace = setTimeout(() => this.onGrace(), CANCEL_GRACE_MS);
     this.grace.unref();
-    sendPgCancel(target, (told) => this.onCancelSent(told));
+    sendPgCancel(target, (result) => this.onCancelSent(result));
   }
 
-  private onCancelSent(told: boolean): void {
-    this.cancel = told ? 'told' : 'not_told';
-    if (this.held !== undefined) {
-      const held = this.held;
-      this.held = undefined;
-      return held();
-    }
-    // The server cannot be told: the caller gets its error now, the statement may run on.
-    if (!told) this.deliverEarly('not_told');
+  /** The statement was sent and is cut: the connection is not fit for anyone else until it has ended. */
+  private openCut(): PgCut {
+    const cut = sessionOf(this.client).openCut();
+    this.cut = cut;
+    if (this.ended) cut.statementEnd();
+    return cut;
+  }
+
+  /** pg has the statement's end (its result, its error, or the connection's end). */
+  private markEnded(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.cut?.statementEnd();
+  }
+
+  private onCancelSent(result: PgCancelResult): void {
+    this.cancel = result;
+    const held = this.held;
+    this.held = undefined;
+    if (held !== undefined) held();
+    // The server cannot be told, or did not answer: the caller gets its error now, the statement may run on.
+    else if (result !== 'told') this.deliverEarly(result === 'not_told' ? 'not_told' : 'unconfirmed');
+    // Only now may the connection run anything else; a cancel that may still land ends the connection.
+    if (this.cut !== undefined) afterCancel(result, this.client, this.barrier, this.cut);
   }
 
   /**
    * The cancel took too long: a result that already came is returned (the
-   * statement finished, its span says so), otherwise the caller gets its error.
+   * statement finished, its span says so), otherwise the caller gets its
+   * error. The connection still runs nothing else until the cancel settles
+   * (the barrier), or is ended if it never does.
    */
   private onGrace(): void {
     const held = this.held;
     if (held === undefined) return this.deliverEarly(this.cancel === 'told' ? 'unconfirmed' : 'not_told');
     this.held = undefined;
-    this.cancel = 'not_told';
+    this.graceOver = true;
     held();
   }
 
@@ -268,6 +362,7 @@ class GuardedPgQuery implements CutoffHandler {
     this.delivered = true;
     clearTimeout(this.grace);
     const error = this.statement.errorFor();
+    this.earlyError = error;
     this.statement.settle(error, cancel, true);
     if (this.submittable !== undefined) {
       this.failedByUs = true;
@@ -277,8 +372,9 @@ class GuardedPgQuery implements CutoffHandler {
   }
 
   private onDriverResult(err: unknown, res: unknown): void {
+    this.markEnded();
     if (this.delivered) return;
-    if (this.cancel === 'pending') {
+    if (this.cancel === 'pending' && !this.graceOver) {
       this.held = () => this.onDriverResult(err, res);
       return;
     }
@@ -306,6 +402,8 @@ class GuardedPgQuery implements CutoffHandler {
     };
     let failure: unknown;
     query.handleError = (err: unknown, connection: unknown) => {
+      // Our own error ends nothing on the server; any other (the server's, the connection's) ends the statement.
+      if (err !== this.earlyError && err !== this.ownError) this.markEnded();
       if (this.statement.aborted && isPgCancel(err) && !this.delivered) {
         failure = this.statement.errorFor(err);
         this.delivered = true;
@@ -318,6 +416,7 @@ class GuardedPgQuery implements CutoffHandler {
     };
     query.handleReadyForQuery = (connection: unknown) => {
       restore();
+      this.markEnded();
       if (!this.delivered) {
         this.delivered = true;
         clearTimeout(this.grace);

@@ -32,6 +32,8 @@ export interface PgClient {
   once(event: string, listener: (err: unknown) => void): unknown;
   removeListener(event: string, listener: (err: unknown) => void): unknown;
   release?: (err?: unknown) => void;
+  /** Newer pg 8.x: the status byte of the last ReadyForQuery ('I' idle, 'T' in a transaction, 'E' in a failed one). */
+  getTransactionStatus?: () => unknown;
 }
 
 export interface PgPool {
