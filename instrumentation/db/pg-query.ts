@@ -297,38 +297,47 @@ class GuardedPgQuery implements CutoffHandler {
     }
     if (query === undefined || query !== activeQueryOf(client) || client.pipeline === true) {
       // pg no longer runs it (its result is on the way) or we cannot tell which statement the backend runs.
-      if (query !== undefined) this.openCut();
+      if (query !== undefined) this.openCut(false);
       return this.deliverEarly('not_told');
     }
     const cursorState = ((query as { cursor?: PgQuery }).cursor ?? query).state;
     // A cursor suspended between reads runs nothing on the server: closing its portal is all it takes.
     if (this.submittable !== undefined && cursorState === 'idle') return this.deliverEarly(undefined);
-    const cut = this.openCut();
-    this.cancel = 'pending';
     const params = client.connectionParameters ?? {};
-    const target = { host: params.host, port: params.port, processID: client.processID, secretKey: client.secretKey };
-    if (params.stream !== undefined) return this.onCancelSent('not_told'); // a custom stream: we cannot reach the server ourselves
+    // A custom stream: we cannot reach the server ourselves.
+    const canCancel = params.stream === undefined;
     // The cancel stops whatever the backend runs when it lands: nothing queued may start before it has settled.
-    this.barrier = CancelBarrier.place(client);
-    cut.cancelSent();
+    this.openCut(canCancel);
+    this.cancel = 'pending';
+    if (!canCancel) return this.onCancelSent('not_told');
+    const target = { host: params.host, port: params.port, processID: client.processID, secretKey: client.secretKey };
     this.grace = setTimeout(() => this.onGrace(), CANCEL_GRACE_MS);
     this.grace.unref();
     sendPgCancel(target, (result) => this.onCancelSent(result));
   }
 
-  /** The statement was sent and is cut: the connection is not fit for anyone else until it has ended. */
-  private openCut(): PgCut {
+  /**
+   * The statement was sent and is cut: the connection is not fit for anyone
+   * else until it has fully ended (and `cancelPending`, until its cancel has
+   * settled). A placeholder right behind it in pg's queue tells when: it
+   * passes after the statement's ReadyForQuery, so the transaction status
+   * pg has then is the one the statement left (pg calls a statement back on
+   * its error, before that ReadyForQuery).
+   */
+  private openCut(cancelPending: boolean): void {
     const cut = sessionOf(this.client).openCut();
     this.cut = cut;
-    if (this.ended) cut.statementEnd();
-    return cut;
+    if (cancelPending) cut.cancelSent();
+    // pg's pipeline mode has sent what is queued already: nothing can be placed behind the statement.
+    if (this.client.pipeline !== true) this.barrier = CancelBarrier.place(this.client, cut, !cancelPending);
+    if (this.barrier === undefined && this.ended) cut.statementEnd();
   }
 
   /** pg has the statement's end (its result, its error, or the connection's end). */
   private markEnded(): void {
     if (this.ended) return;
     this.ended = true;
-    this.cut?.statementEnd();
+    if (this.barrier === undefined) this.cut?.statementEnd();
   }
 
   private onCancelSent(result: PgCancelResult): void {

@@ -101,23 +101,28 @@ export class PgCut {
 }
 
 /**
- * A Submittable placed first in pg's queue when a cancel is sent for the
- * statement pg runs: once that statement ends, pg submits the barrier next,
- * and the barrier sends nothing until the cancel has settled. Then it sends
- * a Sync, whose ReadyForQuery lets pg go on to the statements that queued
- * meanwhile. A cancel that settles means the server has signalled the
- * backend; the backend drops a cancel that finds it idle, so a statement
- * sent after that cannot be hit by it.
+ * A Submittable placed first in pg's queue when a statement pg runs is cut:
+ * once that statement has ended (its ReadyForQuery), pg submits the barrier
+ * next. While a cancel sent for the statement has not settled, the barrier
+ * sends nothing; then it sends a Sync, whose ReadyForQuery ends the cut's
+ * statement and lets pg go on to the statements that queued meanwhile. A
+ * cancel that settles means the server has signalled the backend; the
+ * backend drops a cancel that finds it idle, so a statement sent after that
+ * cannot be hit by it.
  */
 export class CancelBarrier implements PgQuery {
   private connection: { sync?: () => void } | undefined = undefined;
-  private open = false;
 
-  /** Puts the barrier right behind the statement pg runs now, ahead of everything queued. */
-  static place(client: PgClient): CancelBarrier | undefined {
+  private constructor(
+    private readonly cut: PgCut,
+    private open: boolean,
+  ) {}
+
+  /** Puts a barrier right behind the statement pg runs now, ahead of everything queued; `open` when no cancel is pending. */
+  static place(client: PgClient, cut: PgCut, open: boolean): CancelBarrier | undefined {
     const queue = client._queryQueue;
     if (!Array.isArray(queue)) return undefined;
-    const barrier = new CancelBarrier();
+    const barrier = new CancelBarrier(cut, open);
     queue.unshift(barrier);
     return barrier;
   }
@@ -135,11 +140,15 @@ export class CancelBarrier implements PgQuery {
     this.connection?.sync?.();
   }
 
-  /** The Sync's answer: pg goes on to the next statement. */
-  handleReadyForQuery(): void {}
+  /** The Sync's answer: the cut statement has fully ended; pg goes on to the next statement. */
+  handleReadyForQuery(): void {
+    this.cut.statementEnd();
+  }
 
-  /** The connection ended (pg fails every queued query): nothing to do. */
-  handleError(): void {}
+  /** The connection ended (pg fails every queued query). */
+  handleError(): void {
+    this.cut.statementEnd();
+  }
 
   handleRowDescription(): void {}
   handleDataRow(): void {}

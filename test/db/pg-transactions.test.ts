@@ -142,6 +142,20 @@ describe('the documented transaction pattern under a deadline', () => {
     deadline.dispose();
   });
 
+  it('Pool#query of a text that opens a transaction, cut in flight: the connection in an aborted transaction is destroyed, not given back', async () => {
+    const p = pool({ max: 1 });
+    const deadline = openDeadline({ operation: 'multi', timeoutMs: 200, parent: null });
+    const err = await under(deadline, () =>
+      p.query(`BEGIN; UPDATE ${ACCOUNTS} SET balance = balance - 100 WHERE id = 1; SELECT pg_sleep(5)`).catch((e: unknown) => e),
+    );
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    await credit(p); // would fail with 25P02 on the aborted transaction
+    expect(await balance(1)).toBe(1000);
+    expect(await balance(2)).toBe(1);
+    expect(await idleInTransaction()).toBe(0);
+    deadline.dispose();
+  });
+
   it('a work statement refused inside a transaction, released without ROLLBACK: the open transaction never reaches the next request', async () => {
     const p = pool({ max: 1 });
     const c = await p.connect();
