@@ -83,11 +83,12 @@ export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner
       if (isHandedOverUnguarded(this)) return original.apply(this, args);
       const ctx = contextApi.active();
       const deadline = statementDeadline(host, 'pg', ctx);
+      const role = deadline === undefined || args[0] === null || args[0] === undefined ? undefined : pgRole(queryTextOf(args[0]));
       // A statement that ends a transaction without committing or puts session state back is never refused or cut.
-      if (deadline === undefined || args[0] === null || args[0] === undefined || pgRole(queryTextOf(args[0])) === 'cleanup') {
+      if (role === undefined || role === 'cleanup') {
         return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
       }
-      return guardedQuery(host, slot, owner, original, this as PgClient, args, deadline, ctx, outerSpan);
+      return guardedQuery(host, slot, owner, original, this as PgClient, args, deadline!, ctx, outerSpan, role === 'commit');
     };
   };
 }
@@ -152,6 +153,7 @@ function guardedQuery(
   deadline: Deadline,
   ctx: Context,
   outerSpan: Span | undefined,
+  commits: boolean,
 ): unknown {
   const config = args[0] as PgQuery | string;
   const submittable = typeof config === 'object' && isFunction(config.submit) ? config : undefined;
@@ -169,7 +171,6 @@ function guardedQuery(
   if (outerSpan === undefined && (!driverInstrumented(original, client.query, owner) || (refusal !== undefined && weAreOutermost))) {
     statement.startOwnSpan(host.tracer, ctx, pgSpanShape(client, sqlCommand(text)));
   }
-  const commits = pgRole(text) === 'commit';
   if (refusal !== undefined) {
     if (!observe) {
       statement.refuse(refusal);
