@@ -48,11 +48,12 @@ async function idleInTransaction(): Promise<number> {
  * "Transactions"): BEGIN, the work, COMMIT; ROLLBACK in the catch; release
  * in finally. `slow` is the step between the UPDATE and the COMMIT.
  */
-async function debit(p: import('pg').Pool, amount: number, slow: () => Promise<void>): Promise<void> {
+async function debit(p: import('pg').Pool, amount: number, slow: () => Promise<void>, updateSeconds = 0): Promise<void> {
   const c = await p.connect();
   try {
     await c.query('BEGIN');
-    await c.query(`UPDATE ${ACCOUNTS} SET balance = balance - $1 WHERE id = 1`, [amount]);
+    // `updateSeconds` on the server inside the UPDATE, so that the cutoff can find it running.
+    await c.query(`UPDATE ${ACCOUNTS} SET balance = balance - $1 + 0 * length(pg_sleep($2)::text) WHERE id = 1`, [amount, updateSeconds]);
     await slow();
     await c.query('COMMIT');
   } catch (e) {
@@ -95,11 +96,13 @@ describe('the documented transaction pattern under a deadline', () => {
     let succeeded = 0;
     let failed = 0;
     for (let run = 0; run < 300; run += 1) {
-      // A 15 ms budget against a 0–20 ms slow step: the cutoff falls before, inside and after the COMMIT.
+      // A 15 ms budget against 0–19 ms of slow step (even runs) or of UPDATE on the server (odd runs):
+      // the cutoff falls before, inside and after the UPDATE and the COMMIT.
       const deadline = openDeadline({ operation: 'transfer', timeoutMs: 15, parent: null });
-      const slow = run % 20;
+      const slowMs = run % 20;
+      const inUpdate = run % 2 === 1;
       const ok = await under(deadline, () =>
-        debit(p, 1, () => sleep(slow)).then(
+        debit(p, 1, () => sleep(inUpdate ? 0 : slowMs), inUpdate ? slowMs / 1000 : 0).then(
           () => true,
           () => false,
         ),
@@ -110,6 +113,12 @@ describe('the documented transaction pattern under a deadline', () => {
       await credit(p);
     }
     expect(failed).toBeGreaterThan(0);
+    // Both ways of failing happened: a COMMIT refused (rolled back first) and an UPDATE cancelled on the server.
+    const spans = suite.otel.spans();
+    const commitsRefused = spans.filter((s) => s.name === 'pg.query:COMMIT test' && s.attributes['deadline.outcome'] === 'not_started');
+    const updatesCut = spans.filter((s) => s.name === 'pg.query:UPDATE test' && s.attributes['deadline.db.cancel'] !== undefined);
+    expect(commitsRefused.length).toBeGreaterThan(0);
+    expect(updatesCut.length).toBeGreaterThan(0);
     // Zero debits committed that the caller was told failed, and zero lost that it was told succeeded.
     expect(1000 - (await balance(1)) - succeeded).toBe(0);
     expect(await balance(2)).toBe(300);
