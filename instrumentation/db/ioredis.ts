@@ -140,7 +140,9 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         }
         guard.markWouldReject();
       }
-      if (!observe && mayBeBlocking(command.name) && commandKind(command.name).blocking) clampBlockingTimeout(guard.name, command.args, left);
+      if (!observe && mayBeBlocking(command.name) && commandKind(command.name).blocking) {
+        guard.deliversLateReply = clampBlockingTimeout(guard.name, command.args, left);
+      }
       guard.arm(guard);
       // Before the send: ioredis rejects some commands inside sendCommand (a
       // closed connection, subscriber mode, no offline queue), and only a
@@ -165,6 +167,14 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
  * sendCommand before it reaches the base constructor).
  */
 class RedisCommandGuard extends DbStatement implements CutoffHandler {
+  /**
+   * A blocking command whose timeout now ends by the cutoff: the server
+   * answers it on its own, at most one event-loop turn late (docs/databases.md),
+   * and its reply may carry an element it has already removed (BLPOP), so the
+   * reply is awaited past the cutoff and delivered, never dropped.
+   */
+  deliversLateReply = false;
+
   private get command(): RedisCommand {
     return this.subject as RedisCommand;
   }
@@ -198,6 +208,8 @@ class RedisCommandGuard extends DbStatement implements CutoffHandler {
   }
 
   onCutoff(): void {
+    // The reply settles the guard when it comes; a reply that ends past the cutoff is still `completed`.
+    if (this.deliversLateReply) return;
     const cutError = this.errorFor();
     this.settle(cutError, 'not_possible');
     this.command[CUT_BY_DEADLINE] = cutError;
@@ -213,10 +225,13 @@ class RedisCommandGuard extends DbStatement implements CutoffHandler {
     const { command } = this;
     const { resolve, reject } = command;
     command.resolve = (value: unknown) => {
+      // A late reply of a blocking command (see deliversLateReply) is the command's result.
+      if (this.deliversLateReply) this.reason = undefined;
       this.settle();
       resolve.call(command, value);
     };
     command.reject = (err: unknown) => {
+      if (this.deliversLateReply) this.reason = undefined;
       this.settle(err);
       reject.call(command, err);
     };
