@@ -8,6 +8,7 @@ import { statementDeadline } from './begin';
 import { makeOpensOutsideDeadline } from './connection-context';
 import type { DriverSpanSlot } from './driver-span';
 import { clampBlockingTimeout, isBlocking, mayBeBlocking } from './redis-blocking';
+import { discardInsteadOfExec, isSessionCleanup } from './redis-session';
 import { DbStatement, type CutoffHandler } from './statement';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
@@ -46,6 +47,8 @@ interface CommandKind {
   readonly name: string;
   /** Whether its timeout argument is clamped to the time left. */
   readonly blocking: boolean;
+  /** DISCARD, UNWATCH, RESET: never refused, delayed or cut (redis-session.ts). */
+  readonly cleanup: boolean;
 }
 
 /** Command names as ioredis was given them → their kind, so that a command costs no new string. Bounded. */
@@ -56,7 +59,7 @@ function commandKind(name: unknown): CommandKind {
   const known = COMMAND_KINDS.get(name);
   if (known !== undefined) return known;
   const lower = String(name).toLowerCase();
-  const kind: CommandKind = Object.freeze({ name: lower, blocking: isBlocking(lower) });
+  const kind: CommandKind = Object.freeze({ name: lower, blocking: isBlocking(lower), cleanup: isSessionCleanup(lower) });
   if (COMMAND_KINDS.size < COMMAND_KINDS_MAX && typeof name === 'string') COMMAND_KINDS.set(name, kind);
   return kind;
 }
@@ -106,7 +109,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       const seen = look?.deadline;
       const ctx = seen === undefined ? contextApi.active() : undefined;
       const deadline = ctx === undefined ? (settings.ioredis ? seen : undefined) : statementDeadline(host, 'ioredis', ctx);
-      if (deadline === undefined || command === undefined || typeof command.reject !== 'function') {
+      if (deadline === undefined || command === undefined || typeof command.reject !== 'function' || commandKind(command.name).cleanup) {
         return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
       }
       const observe = settings.mode === 'observe';
@@ -133,6 +136,12 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       if (refusal !== undefined) {
         if (!observe) {
           guard.refuse(refusal);
+          if (guard.name === 'exec' && args[1] === undefined) {
+            // A MULTI sent earlier would stay open on the shared connection, and every later command of every
+            // request would answer QUEUED and be committed by the next EXEC: clean up before the caller hears.
+            const send = (cleanup: object) => (instrumentedBelow ? slot.passThrough(original, this, [cleanup]) : original.call(this, cleanup));
+            discardInsteadOfExec(command.constructor as new (name: string) => object, send);
+          }
           // On the next tick: an instrumentation-ioredis wrapped on top of us patches
           // `command.reject` once we return, and ends its span only through it.
           process.nextTick(() => command.reject(refusal));
