@@ -58,7 +58,9 @@ describe.each(lines)('%s', (_label, Redis) => {
     }
     console.log(`${_label}: ${pushed} pushed, ${received} received (${receivedAfterCutoff} after the cutoff), ${leftInList} left in the list, ${errors.length} rejected`);
     expect(pushed - received - leftInList).toBe(0);
-    expect(errors).toEqual([]);
+    // A rejection is only ever a refusal, nothing sent (the machine stalled past the 40 ms before the send): never a cut.
+    const refused = otel.spans().filter((s) => s.name === 'blpop' && s.attributes['deadline.outcome'] === 'not_started');
+    expect(errors.length).toBe(refused.length);
   });
 
   it('a late reply is completed on its span; a reply with nothing popped is the server\'s nil', async () => {
