@@ -10,7 +10,7 @@ import type { DriverSpanSlot } from './driver-span';
 import { clampBlockingTimeout, mayBeBlocking } from './redis-blocking';
 import { commandKind, CUT_BY_DEADLINE, RedisCommandGuard, type RedisCommand } from './redis-command-guard';
 import { isPipelineWrite, makePipelineSendCommand, ownSpanShape, patchAutoPipelinedCalls, queuedGuard, refusesWholeBatch } from './redis-pipeline';
-import { discardInsteadOfExec } from './redis-session';
+import { cleanupAfterCut, discardInsteadOfExec, sendCleanup } from './redis-session';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Exports = Record<string, unknown>;
@@ -45,6 +45,12 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
     // An instrumentation-ioredis registered before us wraps the method below
     // ours: fixed for this wrapper's life, since `original` is.
     const instrumentedBelow = isShimmerWrapper(original);
+
+    /** Sends a clean-up command on `client` below our guard (never refused), through an instrumentation below us if any. */
+    const sendBelow =
+      (client: unknown) =>
+      (cleanup: object): unknown =>
+        instrumentedBelow ? slot.passThrough(original, client, [cleanup]) : original.call(client, cleanup);
 
     /**
      * One command of a pipeline's write. Never refused for itself, never left
@@ -130,11 +136,10 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       if (refusal !== undefined) {
         if (!observe) {
           guard.refuse(refusal);
-          if (guard.name === 'exec' && args[1] === undefined) {
+          if (guard.name === 'exec') {
             // A MULTI sent earlier would stay open on the shared connection, and every later command of every
             // request would answer QUEUED and be committed by the next EXEC: clean up before the caller hears.
-            const send = (cleanup: object) => (instrumentedBelow ? slot.passThrough(original, this, [cleanup]) : original.call(this, cleanup));
-            discardInsteadOfExec(command.constructor as new (name: string) => object, send);
+            discardInsteadOfExec(command.constructor as new (name: string) => object, sendBelow(this));
           }
           // On the next tick: an instrumentation-ioredis wrapped on top of us patches
           // `command.reject` once we return, and ends its span only through it.
@@ -145,6 +150,12 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       }
       if (!observe && mayBeBlocking(command.name) && commandKind(command.name).blocking) {
         guard.deliversLateReply = clampBlockingTimeout(guard.name, command.args, left);
+      }
+      const cleanup = cleanupAfterCut(guard.name);
+      if (cleanup !== undefined) {
+        // A MULTI or WATCH the cutoff rejects in flight may still open its state on the server: end it there too.
+        const send = sendBelow(this);
+        guard.afterCut = () => sendCleanup(command.constructor as new (name: string) => object, send, cleanup);
       }
       guard.arm(guard);
       // Before the send: ioredis rejects some commands inside sendCommand (a

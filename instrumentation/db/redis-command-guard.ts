@@ -78,6 +78,9 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
    */
   batch: PipelineMember | undefined = undefined;
 
+  /** Set for a MULTI or WATCH sent on its own: ends the state it may have opened on the server when the cutoff rejects it. */
+  afterCut: (() => void) | undefined = undefined;
+
   private get command(): RedisCommand {
     return this.subject as RedisCommand;
   }
@@ -119,6 +122,7 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
     this.settle(cutError, 'not_possible');
     this.command[CUT_BY_DEADLINE] = cutError;
     this.command.reject(cutError);
+    this.afterCut?.();
   }
 
   /**

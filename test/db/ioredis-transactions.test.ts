@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { DeadlineExceededError, openDeadline } from '../../src';
 import { passedDeadline, untilPassed } from '../helpers/clock';
 import { under } from './pg-fixture';
+import { BUSY_1S } from './redis-fixture';
 import { redisLines, type RedisClient } from './redis-lines';
 
 const { otel, lines, admin, client } = redisLines();
@@ -92,6 +93,25 @@ describe.each(lines)('%s', (_label, Redis) => {
     expect(await under(deadline, () => shared.unwatch())).toBe('OK');
     await laterRequestIsUnharmed(shared, key);
     expect(await admin().get(key)).toBe('changed elsewhere'); // the queued SET was discarded
+    await admin().del(key);
+  });
+
+  it.each([
+    ['MULTI', (c: RedisClient) => c.multi({ pipeline: false })],
+    ['WATCH', (c: RedisClient, key: string) => c.watch(key)],
+  ] as const)('%s cut in flight at the cutoff: the state it opened on the server is ended, the caller need not clean up', async (_name, open) => {
+    const shared = client(Redis);
+    const blocker = client(Redis);
+    await Promise.all([shared.ping(), blocker.ping()]);
+    const key = `otel-deadline:cut:${randomUUID()}`;
+    // The busy script holds the server for 1 s: the MULTI / WATCH is still unanswered at the 150 ms cutoff, and runs after it.
+    const sleeping = blocker.eval(BUSY_1S, 0);
+    const deadline = openDeadline({ operation: 'open', timeoutMs: 150, parent: null });
+    const cut = await under(deadline, () => open(shared, key).catch((e: unknown) => e));
+    expect(cut).toBeInstanceOf(DeadlineExceededError);
+    await sleeping;
+    // The caller gave up without DISCARD or UNWATCH of its own.
+    await laterRequestIsUnharmed(shared, key);
     await admin().del(key);
   });
 });
