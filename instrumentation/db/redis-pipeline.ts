@@ -17,6 +17,8 @@
  * write (`isPipeline`).
  */
 import type { Context } from '@opentelemetry/api';
+import { withoutDeadline } from '../../src/context';
+import type { Deadline } from '../../src/deadline';
 import { contextApi } from '../../src/otel-api';
 import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
@@ -42,6 +44,13 @@ const batchRefused = new WeakMap<object, boolean>();
 
 /** The command the current synchronous Pipeline#sendCommand queued under a deadline: how an auto-pipelined call finds its command. */
 let lastQueued: RedisCommandGuard | undefined;
+
+/**
+ * The deadline and context of the auto-pipelined call now queuing its
+ * command. The call runs in its context minus the deadline (see
+ * makeAutoPipelinedCall), so Pipeline#sendCommand takes them from here.
+ */
+let queuingCaller: { deadline: Deadline; ctx: Context } | undefined;
 
 /** Whether ioredis is writing `stream` as a pipeline's batch (the second argument of Redis#sendCommand). */
 export function isPipelineWrite(stream: unknown): stream is object {
@@ -97,8 +106,10 @@ export function makePipelineSendCommand(host: ClientHost, owner: object, isActiv
       if (!isActive()) return original.apply(this, args);
       const pipeline = this as { length?: unknown; redis?: ClientLike };
       const command = args[0] as RedisCommand | undefined;
-      const ctx = contextApi.active();
-      const deadline = statementDeadline(host, 'ioredis', ctx);
+      const caller = queuingCaller;
+      queuingCaller = undefined;
+      const ctx = caller?.ctx ?? contextApi.active();
+      const deadline = caller !== undefined ? caller.deadline : statementDeadline(host, 'ioredis', ctx);
       const members = membersOf(pipeline);
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function' || commandKind(command.name).cleanup) {
         members.push(null);
@@ -180,8 +191,13 @@ function makeAutoPipelinedCall(original: AnyFunction, method: string, host: Clie
     let result: unknown;
     let guard: RedisCommandGuard | undefined;
     try {
-      result = original.apply(this, args);
+      // Without the deadline: the batch's setImmediate, scheduled by the first call of the tick, keeps the
+      // context it was scheduled in, and the whole batch (its write, instrumentation-ioredis's spans for
+      // every command in it, what the span processor stamps on them) would run under this caller's deadline.
+      queuingCaller = { deadline, ctx };
+      result = contextApi.with(withoutDeadline(ctx), () => original.apply(this, args));
     } finally {
+      queuingCaller = undefined;
       guard = lastQueued as RedisCommandGuard | undefined;
       lastQueued = outer;
     }

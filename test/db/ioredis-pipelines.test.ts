@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { DeadlineExceededError, openDeadline } from '../../src';
 import { passedDeadline } from '../helpers/clock';
 import { under } from './pg-fixture';
-import { BUSY_1S } from './redis-fixture';
+import { BUSY_1S, holdLoop } from './redis-fixture';
 import { redisLines, type RedisClient } from './redis-lines';
 
 const { otel, lines, admin, client } = redisLines();
@@ -25,12 +25,6 @@ function keys(n: number): string[] {
 
 async function values(names: string[]): Promise<(string | null)[]> {
   return admin().mget(...names);
-}
-
-/** Holds the event loop for `ms` (a synchronous stretch of the caller's tick, as a CPU-heavy handler would). */
-function holdLoop(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until);
 }
 
 describe.each(lines)('%s', (_label, Redis) => {
