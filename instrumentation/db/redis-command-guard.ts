@@ -55,12 +55,9 @@ export function commandKind(name: unknown): CommandKind {
 }
 
 /**
- * One command between sendCommand and its reply; the statement guard is also
- * what stops it at the cutoff. No constructor and no fields of its own (the
- * command is the statement's `subject`): V8 then builds it with DbStatement's
- * constructor alone, one class level, where an own constructor cost a second
- * construct call per command (TurboFan's inlining budget runs out in
- * sendCommand before it reaches the base constructor).
+ * One command between sendCommand (or its queuing in a pipeline) and its
+ * reply; the statement guard is also what stops it at the cutoff. The
+ * command is the statement's `subject`.
  */
 export class RedisCommandGuard extends DbStatement implements CutoffHandler {
   /**
