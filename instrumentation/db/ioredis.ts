@@ -1,82 +1,41 @@
 import type { Span } from '@opentelemetry/api';
 import { contextApi } from '../../src/otel-api';
-import { markStatementInFlight, spanStartLook } from '../../src/processor/statement-in-flight';
+import { spanStartLook } from '../../src/processor/statement-in-flight';
 import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
 import { makeOpensOutsideDeadline } from './connection-context';
 import type { DriverSpanSlot } from './driver-span';
-import { clampBlockingTimeout, isBlocking, mayBeBlocking } from './redis-blocking';
-import { DbStatement, type CutoffHandler } from './statement';
+import { clampBlockingTimeout, mayBeBlocking } from './redis-blocking';
+import { commandKind, CUT_BY_DEADLINE, RedisCommandGuard, type RedisCommand } from './redis-command-guard';
+import { isPipelineWrite, makePipelineSendCommand, ownSpanShape, patchAutoPipelinedCalls, queuedGuard, refusesWholeBatch } from './redis-pipeline';
+import { cleanupAfterCut, discardInsteadOfExec, sendCleanup } from './redis-session';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Exports = Record<string, unknown>;
 
-interface RedisCommand {
-  name: string;
-  args: unknown[];
-  promise: Promise<unknown>;
-  reject(err: unknown): void;
-  resolve(value: unknown): void;
-  /** Set when the cutoff rejected the command: the error it was rejected with. */
-  [CUT_BY_DEADLINE]?: Error;
-}
-
-/**
- * Marks a command the cutoff rejected. ioredis sends a command again through
- * sendCommand when its connection comes back (the commands that had no reply
- * yet, with autoResendUnfulfilledCommands, its default, and the offline
- * queue), from its own event handler, outside the deadline's context: nothing
- * would stop it, and a command the caller has already been told failed would
- * run after its cutoff (a BLPOP could pop an element nobody receives).
- */
-const CUT_BY_DEADLINE = Symbol('otel-deadline.cut-by-deadline');
-
-/** Commands that only read: one the cutoff reached in flight left nothing half-done. Anything else is a write. */
-const READ_COMMANDS = new Set(
-  'get mget exists strlen getrange hget hmget hgetall hkeys hvals hlen hexists lrange llen lindex smembers sismember scard zrange zrangebyscore zscore zcard zrank type ttl pttl scan sscan hscan zscan ping echo info dbsize xrange xrevrange xlen xread keys time'.split(
-    ' ',
-  ),
-);
-
-/** What the guard needs to know of a command name, worked out once per distinct name. */
-interface CommandKind {
-  /** Lower case: what spans, errors and the tables here use. */
-  readonly name: string;
-  /** Whether its timeout argument is clamped to the time left. */
-  readonly blocking: boolean;
-}
-
-/** Command names as ioredis was given them → their kind, so that a command costs no new string. Bounded. */
-const COMMAND_KINDS = new Map<unknown, CommandKind>();
-const COMMAND_KINDS_MAX = 1_024;
-
-function commandKind(name: unknown): CommandKind {
-  const known = COMMAND_KINDS.get(name);
-  if (known !== undefined) return known;
-  const lower = String(name).toLowerCase();
-  const kind: CommandKind = Object.freeze({ name: lower, blocking: isBlocking(lower) });
-  if (COMMAND_KINDS.size < COMMAND_KINDS_MAX && typeof name === 'string') COMMAND_KINDS.set(name, kind);
-  return kind;
-}
-
 /**
  * Redis#sendCommand under an active deadline (every command of ioredis 5 and
- * 6 goes through it, `multi`'s commands included; pipelines write on their
- * own and are not covered). Redis cannot cancel a command: one in flight at
- * the cutoff rejects with DeadlineExceededError and its reply is dropped when
- * it comes, and blocking commands get their timeout clamped to the time left
- * so the server itself gives up at the cutoff.
+ * 6 goes through it, `multi`'s commands and pipelines' writes included).
+ * Redis cannot cancel a command: one in flight at the cutoff rejects with
+ * DeadlineExceededError and its reply is dropped when it comes, and blocking
+ * commands get their timeout clamped to the time left so the server itself
+ * gives up by the cutoff. Commands queued in a pipeline are judged by their
+ * caller's deadline (redis-pipeline.ts).
  */
 export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const Redis = (typeof moduleExports.default === 'function' ? moduleExports.default : moduleExports) as { prototype?: Exports };
   const proto = Redis.prototype;
   if (proto === undefined || typeof proto.sendCommand !== 'function') return [];
+  const Pipeline = moduleExports.Pipeline as { prototype?: Exports } | undefined;
+  const commander = Object.getPrototypeOf(proto) as Exports | null;
   const patches = [
     wrapMethod(proto, 'sendCommand', owner, isActive, makeSendCommandWrapper(host, slot, owner, isActive), { checksActive: true }),
     // The connection's handshake, its offline-queue flush and its resends run in the context it was opened in.
     wrapMethod(proto, 'connect', owner, isActive, makeOpensOutsideDeadline),
+    Pipeline?.prototype === undefined ? undefined : wrapMethod(Pipeline.prototype, 'sendCommand', owner, isActive, makePipelineSendCommand(host, owner, isActive), { checksActive: true }),
+    ...(commander === null || commander === Object.prototype ? [] : patchAutoPipelinedCalls(commander, host, owner, isActive)),
   ];
   return patches.filter((patch) => patch !== undefined);
 }
@@ -86,12 +45,61 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
     // An instrumentation-ioredis registered before us wraps the method below
     // ours: fixed for this wrapper's life, since `original` is.
     const instrumentedBelow = isShimmerWrapper(original);
+
+    /** Sends a clean-up command on `client` below our guard (never refused), through an instrumentation below us if any. */
+    const sendBelow =
+      (client: unknown) =>
+      (cleanup: object): unknown =>
+        instrumentedBelow ? slot.passThrough(original, client, [cleanup]) : original.call(client, cleanup);
+
+    /**
+     * One command of a pipeline's write. Never refused for itself, never left
+     * out (the batch would never be written), never judged by the context of
+     * the write: by the deadline of the caller that queued it, if any.
+     */
+    function writeQueued(client: unknown, args: unknown[], stream: object, outerSpan: Span | undefined): unknown {
+      const guard = queuedGuard(args[0]);
+      const batch = guard?.batch;
+      if (guard === undefined || batch === undefined) return instrumentedBelow ? slot.passThrough(original, client, args) : original.apply(client, args);
+      if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
+      const command = args[0] as RedisCommand;
+      const minUsefulMs = host.settings.minUsefulMs;
+      if (refusesWholeBatch(stream, batch, minUsefulMs)) {
+        // Every command of the batch is refused, so nothing of it is written: rejecting each one answers the pipeline.
+        const refusal = refusalAt(guard.deadline, budgetLeft(guard.deadline), guard.operation, minUsefulMs) ?? guard.errorFor();
+        if (!guard.settled) guard.refuse(refusal);
+        process.nextTick(() => command.reject(refusal));
+        return command.promise;
+      }
+      if (!guard.settled && !guard.observe) {
+        const left = budgetLeft(guard.deadline);
+        if (guard.deliversLateReply) {
+          // Clamped to what is left (1 ms when nothing is), and its reply delivered: it may carry an element.
+          clampBlockingTimeout(guard.name, command.args, left);
+        } else if (!mayStart(left, minUsefulMs)) {
+          // Its caller is released once it is written; the others' batch goes as it is.
+          batch.releaseWhenWritten ??= refusalAt(guard.deadline, left, guard.operation, minUsefulMs);
+          guard.reason ??= batch.releaseWhenWritten;
+        }
+      }
+      if (!batch.armed && !guard.settled) {
+        batch.armed = true;
+        guard.arm(guard);
+      }
+      const sent = instrumentedBelow ? slot.dispatch(guard, original, client, args) : original.apply(client, args);
+      batch.written = true;
+      const release = batch.releaseWhenWritten;
+      if (release !== undefined) process.nextTick(() => guard.releaseFromBatch(batch, release));
+      return sent;
+    }
+
     return function sendCommand(this: unknown, ...args: unknown[]): unknown {
       // Disabled: every call passes straight through (wrapMethod's checksActive).
       if (!isActive()) return original.apply(this, args);
       const command = args[0] as RedisCommand | undefined;
       // An instrumentation-ioredis on top of us announced its span for this command through its requestHook a moment ago.
       const outerSpan = slot.take(command?.args);
+      if (isPipelineWrite(args[1])) return writeQueued(this, args, args[1], outerSpan);
       const cut = command?.[CUT_BY_DEADLINE];
       if (cut !== undefined) {
         // Sent again after a reconnect: the caller was told at the cutoff; nothing goes out now. A wrapper
@@ -106,7 +114,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       const seen = look?.deadline;
       const ctx = seen === undefined ? contextApi.active() : undefined;
       const deadline = ctx === undefined ? (settings.ioredis ? seen : undefined) : statementDeadline(host, 'ioredis', ctx);
-      if (deadline === undefined || command === undefined || typeof command.reject !== 'function') {
+      if (deadline === undefined || command === undefined || typeof command.reject !== 'function' || commandKind(command.name).cleanup) {
         return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
       }
       const observe = settings.mode === 'observe';
@@ -122,17 +130,17 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       // refused and never reaches it), and none on top of us, where the method found on the client is ours.
       // That lookup goes up ioredis's prototype chain, so it is made last, only when it decides.
       if (outerSpan === undefined && (!instrumentedBelow || refusal !== undefined) && isOwnWrapper((this as Exports).sendCommand, owner)) {
-        const name = guard.name;
-        const options = (this as { options?: { host?: unknown; port?: unknown } }).options ?? {};
-        const attributes: Record<string, string | number> = { 'db.system.name': 'redis', 'db.operation.name': name };
-        if (typeof options.host === 'string') attributes['server.address'] = options.host;
-        if (typeof options.port === 'number') attributes['server.port'] = options.port;
         // No outer span, so no look but ours: ctx is the context read above.
-        guard.startOwnSpan(host.tracer, ctx!, { name, attributes });
+        guard.startOwnSpan(host.tracer, ctx!, ownSpanShape(this as Exports, guard.name));
       }
       if (refusal !== undefined) {
         if (!observe) {
           guard.refuse(refusal);
+          if (guard.name === 'exec') {
+            // A MULTI sent earlier would stay open on the shared connection, and every later command of every
+            // request would answer QUEUED and be committed by the next EXEC: clean up before the caller hears.
+            discardInsteadOfExec(command.constructor as new (name: string) => object, sendBelow(this));
+          }
           // On the next tick: an instrumentation-ioredis wrapped on top of us patches
           // `command.reject` once we return, and ends its span only through it.
           process.nextTick(() => command.reject(refusal));
@@ -140,7 +148,15 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         }
         guard.markWouldReject();
       }
-      if (!observe && mayBeBlocking(command.name) && commandKind(command.name).blocking) clampBlockingTimeout(guard.name, command.args, left);
+      if (!observe && mayBeBlocking(command.name) && commandKind(command.name).blocking) {
+        guard.deliversLateReply = clampBlockingTimeout(guard.name, command.args, left);
+      }
+      const cleanup = cleanupAfterCut(guard.name);
+      if (cleanup !== undefined) {
+        // A MULTI or WATCH the cutoff rejects in flight may still open its state on the server: end it there too.
+        const send = sendBelow(this);
+        guard.afterCut = () => sendCleanup(command.constructor as new (name: string) => object, send, cleanup);
+      }
       guard.arm(guard);
       // Before the send: ioredis rejects some commands inside sendCommand (a
       // closed connection, subscriber mode, no offline queue), and only a
@@ -156,69 +172,3 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
   };
 }
 
-/**
- * One command between sendCommand and its reply; the statement guard is also
- * what stops it at the cutoff. No constructor and no fields of its own (the
- * command is the statement's `subject`): V8 then builds it with DbStatement's
- * constructor alone, one class level, where an own constructor cost a second
- * construct call per command (TurboFan's inlining budget runs out in
- * sendCommand before it reaches the base constructor).
- */
-class RedisCommandGuard extends DbStatement implements CutoffHandler {
-  private get command(): RedisCommand {
-    return this.subject as RedisCommand;
-  }
-
-  /** The command's name in lower case, as spans, errors and the tables here use it: looked up only when one of them needs it. */
-  get name(): string {
-    return commandKind(this.command.name).name;
-  }
-
-  /** `redis.get`: built only when an error or a refusal needs it. */
-  override get operation(): string {
-    return `redis.${this.name}`;
-  }
-
-  protected override isWrite(): boolean {
-    return !READ_COMMANDS.has(this.name);
-  }
-
-  /**
-   * Tells the span processor the command is in flight on this span: the span
-   * then reads `completed` if it ends on the reply, however the reply and the
-   * span's end fall around the cutoff instant, and the guard writes nothing
-   * when the command completes. instrumentation-ioredis ends its span in its
-   * own `resolve` wrapper, on top of ours, before the guard settles; the
-   * guard's other outcomes are written before the span ends (a cutoff settles
-   * the guard and then rejects the command), and a written outcome wins.
-   * Observe mode writes no `completed`, so it marks nothing.
-   */
-  protected override spanAdopted(span: Span): void {
-    if (!this.observe) this.spanEndsCompleted = markStatementInFlight(span);
-  }
-
-  onCutoff(): void {
-    const cutError = this.errorFor();
-    this.settle(cutError, 'not_possible');
-    this.command[CUT_BY_DEADLINE] = cutError;
-    this.command.reject(cutError);
-  }
-
-  /**
-   * Settles the statement when ioredis resolves or rejects the command.
-   * Closures, not shared functions that find the guard through `this`:
-   * instrumentation-ioredis calls the functions it wrapped unbound.
-   */
-  settleOnReply(): void {
-    const { command } = this;
-    const { resolve, reject } = command;
-    command.resolve = (value: unknown) => {
-      this.settle();
-      resolve.call(command, value);
-    };
-    command.reject = (err: unknown) => {
-      this.settle(err);
-      reject.call(command, err);
-    };
-  }
-}

@@ -1,24 +1,90 @@
 /**
- * Where each blocking Redis command keeps its timeout, and in which unit.
- * `last`: the last argument; `first`: the first; `block`: after the BLOCK
- * keyword (XREAD, XREADGROUP; no BLOCK means no blocking).
+ * Blocking Redis commands: where each keeps its timeout, found by the
+ * command's grammar (never by searching the arguments for a word a key or a
+ * stream ID may spell), and how it is clamped to the time left.
  */
-const BLOCKING: Record<string, { at: 'last' | 'first' | 'block'; unit: 's' | 'ms' }> = {
-  blpop: { at: 'last', unit: 's' },
-  brpop: { at: 'last', unit: 's' },
-  blmove: { at: 'last', unit: 's' },
-  brpoplpush: { at: 'last', unit: 's' },
-  blmpop: { at: 'first', unit: 's' },
-  bzpopmin: { at: 'last', unit: 's' },
-  bzpopmax: { at: 'last', unit: 's' },
-  bzmpop: { at: 'first', unit: 's' },
-  xread: { at: 'block', unit: 'ms' },
-  xreadgroup: { at: 'block', unit: 'ms' },
-  wait: { at: 'last', unit: 'ms' },
+
+/** The timeout's unit: BLPOP and friends take seconds (fractions allowed since Redis 6), XREAD BLOCK and WAIT milliseconds. */
+type Unit = 's' | 'ms';
+
+/**
+ * Finds the index of the timeout argument in `args` (upper-cased option
+ * words are compared, nothing else is read), or -1 when the command does
+ * not block (XREAD without BLOCK) or its arguments do not follow the grammar:
+ * the server will refuse those itself, and they are left alone.
+ */
+type TimeoutAt = (args: readonly unknown[]) => number;
+
+/** `… timeout`: the last argument, after at least `before` others (`BLPOP key [key …] timeout`). */
+const last =
+  (before: number): TimeoutAt =>
+  (args) =>
+    args.length > before ? args.length - 1 : -1;
+
+/** A fixed position in an argument list of exactly `length` (`BLMOVE src dst LEFT|RIGHT LEFT|RIGHT timeout`). */
+const fixed =
+  (index: number, length: number): TimeoutAt =>
+  (args) =>
+    args.length === length ? index : -1;
+
+/** `timeout numkeys key [key …] …` (BLMPOP, BZMPOP): the first, when `numkeys` keys follow. */
+const firstWithNumkeys: TimeoutAt = (args) => {
+  const numkeys = Number(word(args[1]));
+  return Number.isInteger(numkeys) && numkeys > 0 && args.length >= 2 + numkeys + 1 ? 0 : -1;
 };
 
+/**
+ * The options before STREAMS of XREAD (`[COUNT n] [BLOCK ms] STREAMS key … id …`)
+ * and XREADGROUP (`GROUP g c [COUNT n] [BLOCK ms] [NOACK] STREAMS …`), in any
+ * order as Redis accepts them, each with its number of operands. Keys and IDs
+ * come after STREAMS and are never looked at.
+ */
+const streamOptions =
+  (options: Readonly<Record<string, number>>): TimeoutAt =>
+  (args) => {
+    let block = -1;
+    for (let i = 0; i < args.length; ) {
+      const option = word(args[i]).toUpperCase();
+      if (option === 'STREAMS') return block;
+      const operands = Object.prototype.hasOwnProperty.call(options, option) ? options[option]! : -1;
+      if (operands < 0 || i + operands >= args.length) return -1;
+      if (option === 'BLOCK') block = i + 1;
+      i += 1 + operands;
+    }
+    return -1; // no STREAMS: the server answers a syntax error
+  };
+
+interface BlockingGrammar {
+  readonly timeoutAt: TimeoutAt;
+  readonly unit: Unit;
+}
+
+/** Every blocking command whose timeout is clamped, with its grammar (redis.io/commands). */
+const GRAMMARS: Readonly<Record<string, BlockingGrammar>> = {
+  blpop: { timeoutAt: last(1), unit: 's' },
+  brpop: { timeoutAt: last(1), unit: 's' },
+  bzpopmin: { timeoutAt: last(1), unit: 's' },
+  bzpopmax: { timeoutAt: last(1), unit: 's' },
+  blmove: { timeoutAt: fixed(4, 5), unit: 's' },
+  brpoplpush: { timeoutAt: fixed(2, 3), unit: 's' },
+  blmpop: { timeoutAt: firstWithNumkeys, unit: 's' },
+  bzmpop: { timeoutAt: firstWithNumkeys, unit: 's' },
+  xread: { timeoutAt: streamOptions({ COUNT: 1, BLOCK: 1 }), unit: 'ms' },
+  xreadgroup: { timeoutAt: streamOptions({ GROUP: 2, COUNT: 1, BLOCK: 1, NOACK: 0 }), unit: 'ms' },
+  wait: { timeoutAt: fixed(1, 2), unit: 'ms' },
+  waitaof: { timeoutAt: fixed(2, 3), unit: 'ms' },
+};
+
+/** An argument as the server reads it: strings, numbers and Buffers; anything else reads as no word. */
+function word(arg: unknown): string {
+  if (typeof arg === 'string') return arg;
+  if (typeof arg === 'number') return String(arg);
+  if (arg instanceof Uint8Array) return Buffer.from(arg.buffer, arg.byteOffset, arg.byteLength).toString('latin1');
+  return '';
+}
+
 /** One bit per first letter of the names above (bit 0: a), so most commands skip the table: see mayBeBlocking. */
-const FIRST_LETTERS = Object.keys(BLOCKING).reduce((mask, name) => mask | (1 << (name.charCodeAt(0) - 0x61)), 0);
+const FIRST_LETTERS = Object.keys(GRAMMARS).reduce((mask, name) => mask | (1 << (name.charCodeAt(0) - 0x61)), 0);
 
 /**
  * False only when `name`, in any case, cannot be a blocking command: its first
@@ -34,28 +100,35 @@ export function mayBeBlocking(name: unknown): boolean {
 
 /** Whether `name` (lower case) is a blocking command whose timeout is clamped. */
 export function isBlocking(name: string): boolean {
-  return Object.prototype.hasOwnProperty.call(BLOCKING, name);
+  return Object.prototype.hasOwnProperty.call(GRAMMARS, name);
+}
+
+/** The index of the timeout argument of blocking command `name` (lower case) in `args`, or -1 (see TimeoutAt). */
+export function blockingTimeoutIndex(name: string, args: readonly unknown[]): number {
+  return isBlocking(name) ? GRAMMARS[name]!.timeoutAt(args) : -1;
 }
 
 /**
  * Clamps a blocking command's timeout argument, in place, to `remainingMs`:
  * 0 (block forever) and anything longer become the time left, so the server
- * itself answers at the cutoff. Seconds are written with millisecond
- * precision (Redis 6 accepts fractional timeouts); at least 1 ms, since 0
- * would mean forever. Unparseable arguments are left alone.
+ * itself answers by the cutoff (give or take its event loop: see
+ * docs/databases.md). Seconds are written with millisecond precision (Redis 6
+ * accepts fractional timeouts); at least 1 ms, since 0 would mean forever.
+ * Only the argument at the grammar's timeout position is ever written.
+ * Returns whether the command now blocks for no longer than `remainingMs`
+ * (already did, or was clamped): false when it does not block or its
+ * timeout could not be read.
  */
-export function clampBlockingTimeout(name: string, args: unknown[], remainingMs: number): void {
-  const spec = isBlocking(name) ? BLOCKING[name] : undefined;
-  if (spec === undefined || args.length === 0) return;
-  let index = spec.at === 'last' ? args.length - 1 : 0;
-  if (spec.at === 'block') {
-    index = args.findIndex((arg) => String(arg).toUpperCase() === 'BLOCK') + 1;
-    if (index <= 0 || index >= args.length) return;
-  }
-  const given = Number(String(args[index]));
-  if (!Number.isFinite(given) || given < 0) return;
-  const givenMs = spec.unit === 's' ? given * 1000 : given;
+export function clampBlockingTimeout(name: string, args: unknown[], remainingMs: number): boolean {
+  const index = blockingTimeoutIndex(name, args);
+  if (index < 0) return false;
+  const unit = GRAMMARS[name]!.unit;
+  const text = word(args[index]).trim();
+  const given = text === '' ? NaN : Number(text);
+  if (!Number.isFinite(given) || given < 0) return false;
+  const givenMs = unit === 's' ? given * 1000 : given;
   const budgetMs = Math.max(1, Math.floor(remainingMs));
-  if (givenMs !== 0 && givenMs <= budgetMs) return;
-  args[index] = spec.unit === 's' ? (budgetMs / 1000).toFixed(3) : String(budgetMs);
+  if (givenMs !== 0 && givenMs <= budgetMs) return true;
+  args[index] = unit === 's' ? (budgetMs / 1000).toFixed(3) : String(budgetMs);
+  return true;
 }

@@ -23,7 +23,7 @@ import { isOwnWrapper } from '../../instrumentation/wrap';
 import { installOtel, type TestOtel } from '../helpers/otel';
 import { createMysqlLog, MYSQL_CONFIG, MYSQL_LOG, ranOnMysql, runningOnMysql } from './mysql-fixture';
 import { activeWith, createLogTable, eventually, LOG_TABLE, PG_CONFIG, ranOnServer, tag, under } from './pg-fixture';
-import { BUSY_1S, commandCalls, expectReleasedAfterEnd } from './redis-fixture';
+import { BUSY_1S, commandCalls, expectReleasedAfterEnd, holdLoop } from './redis-fixture';
 
 export type RegistrationOrder = 'deadline-first' | 'otel-first';
 
@@ -366,6 +366,25 @@ export function driverInstrumentationSuite(order: RegistrationOrder): void {
       expect(result).toBeNull();
       const span = onlySpan('redis', 'blpop', SCOPES.ioredis);
       expect(span.attributes['deadline.outcome']).toBe('completed');
+    });
+
+    it('auto-pipelining: a caller whose deadline passes before its batch is written is released alone; unknown on instrumentation-ioredis’s span', async () => {
+      const c = new Redis({ host: '127.0.0.1', port: 6379, enableAutoPipelining: true });
+      cleanups.push(() => c.disconnect());
+      await c.ping();
+      otel.exporter.reset();
+      const keys = Array.from({ length: 21 }, () => `otel-deadline:${randomUUID()}`);
+      const cut = openDeadline({ operation: 'first', timeoutMs: 30, parent: null });
+      // The first caller's context is the one the batch's setImmediate runs in.
+      const first = under(cut, () => c.incr(keys[0]!).catch((e: unknown) => e));
+      const others = Promise.all(keys.slice(1).map((key) => c.incr(key)));
+      holdLoop(60); // its deadline passes before the batch is written
+      expect(await first).toBeInstanceOf(DeadlineExceededError);
+      expect(await others).toEqual(keys.slice(1).map(() => 1));
+      const outcomes = otel.spans().filter((s) => s.instrumentationScope.name === SCOPES.ioredis).map((s) => s.attributes['deadline.outcome']);
+      expect(outcomes.filter((o) => o !== undefined)).toEqual(['unknown']);
+      expect(await redisAdmin.get(keys[0]!)).toBe('1'); // it went out with its batch
+      await redisAdmin.del(...keys);
     });
   });
 

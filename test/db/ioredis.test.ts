@@ -3,54 +3,25 @@
  * are counted on the server (INFO commandstats), blocking commands in CLIENT LIST.
  */
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { trace } from '@opentelemetry/api';
-import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DeadlineCancelledError, DeadlineExceededError, DeadlineInstrumentation, openDeadline } from '../../src';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DeadlineCancelledError, DeadlineExceededError, openDeadline } from '../../src';
 import type { DeadlineNode } from '../../src/deadline';
 import { passedDeadline } from '../helpers/clock';
-import { installOtel, type TestOtel } from '../helpers/otel';
 import { eventually, under } from './pg-fixture';
 import { BUSY_1S, commandCalls, expectReleasedAfterEnd } from './redis-fixture';
 import { openMonitor } from './fixtures/redis-monitor.mjs';
+import { redisLines } from './redis-lines';
 
-type RedisClass = typeof import('ioredis').default;
-// Registered before the drivers load, as an application does (at collection time: describe.each needs the classes).
-const otel: TestOtel = installOtel();
-const instrumentation = new DeadlineInstrumentation();
-registerInstrumentations({ instrumentations: [instrumentation] });
-const requireHere = createRequire(import.meta.url);
-const v6 = requireHere('ioredis') as { default: RedisClass };
-// ioredis 5 is installed under the alias `ioredis5`, which the module hook does not see by that name:
-// it gets the same patch the hook applies to a module named `ioredis`.
-const v5 = requireHere('ioredis5') as { default: RedisClass };
-instrumentation.getModuleDefinitions().find((d) => d.name === 'ioredis')!.patch!(v5 as never, '5');
-const lines: [string, RedisClass][] = [
-  ['ioredis 6', v6.default],
-  ['ioredis 5', v5.default],
-];
-let admin: InstanceType<RedisClass>;
-const clients: InstanceType<RedisClass>[] = [];
+const { otel, instrumentation, lines, admin, client: newClient } = redisLines();
 /** MONITOR connections a test opened, closed after it even when it fails. */
 const monitors: { close(): void }[] = [];
-
-beforeAll(() => {
-  admin = new v6.default({ host: '127.0.0.1', port: 6379 });
-});
-afterAll(async () => {
-  admin?.disconnect();
-  instrumentation.disable();
-  await otel.shutdown();
-});
 afterEach(() => {
-  for (const client of clients.splice(0)) client.disconnect();
   for (const monitor of monitors.splice(0)) monitor.close();
-  otel.exporter.reset();
 });
 
-const calls = (name: string) => commandCalls(admin, name);
+const calls = (name: string) => commandCalls(admin(), name);
 
 /**
  * Whether the server holds connection `id` in a blocking command (`b` in its
@@ -59,18 +30,14 @@ const calls = (name: string) => commandCalls(admin, name);
  * idle workers, for one, sit in blocking commands.
  */
 async function isBlocked(id: unknown): Promise<boolean> {
-  const line = (await admin.client('LIST', 'ID', String(id))) as string;
+  const line = (await admin().client('LIST', 'ID', String(id))) as string;
   // A connection that is gone is not blocked either, but that is not what the tests claim: say so.
   if (!line.includes(`id=${String(id)} `)) throw new Error(`connection ${String(id)} is gone: the clamp, not a closed socket, must unblock it`);
   return (/\bflags=(\S+)/.exec(line)?.[1] ?? '').includes('b');
 }
 
 describe.each(lines)('%s', (_label, Redis) => {
-  function client(): InstanceType<RedisClass> {
-    const c = new Redis({ host: '127.0.0.1', port: 6379 });
-    clients.push(c);
-    return c;
-  }
+  const client = () => newClient(Redis);
 
   it('finished commands leave nothing watching the deadline: dispose releases it', async () => {
     const c = client();

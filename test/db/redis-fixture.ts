@@ -14,6 +14,12 @@ export async function commandCalls(admin: Admin, name: string): Promise<number> 
   return match === null ? 0 : Number(match[1]);
 }
 
+/** Holds the event loop for `ms`: a synchronous stretch of the caller's tick, as a CPU-heavy handler makes. */
+export function holdLoop(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until);
+}
+
 /** A Lua script that holds the server for 1 s, so a command sent behind it is in flight at a 200 ms cutoff. */
 export const BUSY_1S =
   "local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]; repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - s >= 1000000; return 1";

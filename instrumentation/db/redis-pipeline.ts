@@ -1,0 +1,226 @@
+/**
+ * ioredis pipelines, explicit (`pipeline()`, `multi()`) and automatic
+ * (`enableAutoPipelining`), under deadlines (issue 35 §1).
+ *
+ * A pipeline is written in one go from `exec()`, and an auto-pipeline batch
+ * from a `setImmediate` that runs in the async context of the first command
+ * of the tick: the context at the write is nobody's in particular. So each
+ * command is judged by the deadline active where ITS caller queued it
+ * (Pipeline#sendCommand runs synchronously inside the caller's call, for
+ * both kinds), and a batch is never refused, delayed or cut for one member:
+ * the pipeline counts a reply for every command it holds, and a command
+ * left out of its write would hold the whole batch back forever.
+ *
+ * Only public surface: the exported `Pipeline` class's `sendCommand`, the
+ * client's command methods and its `options.enableAutoPipelining`, and the
+ * `stream` argument ioredis passes to Redis#sendCommand for a pipeline's
+ * write (`isPipeline`).
+ */
+import type { Context } from '@opentelemetry/api';
+import { withoutDeadline } from '../../src/context';
+import type { Deadline } from '../../src/deadline';
+import { contextApi } from '../../src/otel-api';
+import { budgetLeft, mayStart, refusalAt } from '../client/begin';
+import type { ClientHost } from '../client/host';
+import { isOwnWrapper, isShimmerWrapper, unwrappedBy, wrapMethod, type MethodPatch } from '../wrap';
+import { statementDeadline } from './begin';
+import { blockingTimeoutIndex } from './redis-blocking';
+import { commandKind, RedisCommandGuard, type PipelineMember, type RedisCommand } from './redis-command-guard';
+
+type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+type Exports = Record<string, unknown>;
+
+interface ClientLike {
+  isPipeline?: unknown;
+  options?: { enableAutoPipelining?: unknown; host?: unknown; port?: unknown };
+  sendCommand?: unknown;
+}
+
+/** Commands queued under a deadline → their guard, until they are written (and after: ioredis may write them again). */
+const queued = new WeakMap<object, RedisCommandGuard>();
+
+/** A pipeline write (the `stream` ioredis gives Redis#sendCommand) → whether its whole batch is refused: decided at its first command. */
+const batchRefused = new WeakMap<object, boolean>();
+
+/** The command the current synchronous Pipeline#sendCommand queued under a deadline: how an auto-pipelined call finds its command. */
+let lastQueued: RedisCommandGuard | undefined;
+
+/**
+ * The deadline and context of the auto-pipelined call now queuing its
+ * command. The call runs in its context minus the deadline (see
+ * makeAutoPipelinedCall), so Pipeline#sendCommand takes them from here.
+ */
+let queuingCaller: { deadline: Deadline; ctx: Context } | undefined;
+
+/** Whether ioredis is writing `stream` as a pipeline's batch (the second argument of Redis#sendCommand). */
+export function isPipelineWrite(stream: unknown): stream is object {
+  return typeof stream === 'object' && stream !== null && (stream as { isPipeline?: unknown }).isPipeline === true;
+}
+
+/** The guard of a command queued in a pipeline under a deadline, or undefined (no deadline: the command is left alone). */
+export function queuedGuard(command: unknown): RedisCommandGuard | undefined {
+  return typeof command === 'object' && command !== null ? queued.get(command) : undefined;
+}
+
+/** The attributes of our own span for a command of `client`, as instrumentation-ioredis names its spans. */
+export function ownSpanShape(client: ClientLike, name: string): { name: string; attributes: Record<string, string | number> } {
+  const options = client.options ?? {};
+  const attributes: Record<string, string | number> = { 'db.system.name': 'redis', 'db.operation.name': name };
+  if (typeof options.host === 'string') attributes['server.address'] = options.host;
+  if (typeof options.port === 'number') attributes['server.port'] = options.port;
+  return { name, attributes };
+}
+
+/** Whether another instrumentation (instrumentation-ioredis) makes the spans of `client`'s commands, below or on top of our wrapper. */
+function instrumentedElsewhere(client: ClientLike, owner: object): boolean {
+  const current = client.sendCommand;
+  if (typeof current !== 'function' || !isOwnWrapper(current, owner)) return true;
+  return isShimmerWrapper(unwrappedBy(current as AnyFunction, owner));
+}
+
+/**
+ * Whether the batch `guard` is written in is refused as a whole: every
+ * command in it has a deadline that refuses now (nothing in it belongs to
+ * anyone else), so nothing is written. Decided once per write, at its first
+ * command; otherwise every command goes out.
+ */
+export function refusesWholeBatch(stream: object, batch: PipelineMember, minUsefulMs: number): boolean {
+  const known = batchRefused.get(stream);
+  if (known !== undefined) return known;
+  const { members, pipeline } = batch;
+  const whole =
+    members.length === pipeline.length &&
+    members.every((member) => member !== null && !member.observe && (member.settled || !mayStart(budgetLeft(member.deadline), minUsefulMs)));
+  batchRefused.set(stream, whole);
+  return whole;
+}
+
+/**
+ * Pipeline#sendCommand: queues a command, in its caller's context. Records
+ * the deadline there, if any, with a guard that is armed when the caller is
+ * known to wait (auto-pipelining) or when the pipeline is written.
+ */
+export function makePipelineSendCommand(host: ClientHost, owner: object, isActive: () => boolean) {
+  return (original: AnyFunction): AnyFunction =>
+    function sendCommand(this: unknown, ...args: unknown[]): unknown {
+      if (!isActive()) return original.apply(this, args);
+      const pipeline = this as { length?: unknown; redis?: ClientLike };
+      const command = args[0] as RedisCommand | undefined;
+      const caller = queuingCaller;
+      queuingCaller = undefined;
+      const ctx = caller?.ctx ?? contextApi.active();
+      const deadline = caller !== undefined ? caller.deadline : statementDeadline(host, 'ioredis', ctx);
+      const members = membersOf(pipeline);
+      if (deadline === undefined || command === undefined || typeof command.reject !== 'function' || commandKind(command.name).cleanup) {
+        members.push(null);
+        return original.apply(this, args);
+      }
+      const guard = new RedisCommandGuard(deadline, host.settings.mode === 'observe', 'redis', undefined, command);
+      guard.batch = { members, pipeline, releaseCaller: undefined, written: false, armed: false, releaseWhenWritten: undefined };
+      members.push(guard);
+      queued.set(command, guard);
+      startOwnSpan(guard, pipeline.redis ?? {}, ctx, host, owner);
+      // A blocking command (BLPOP in a batch) is never released before its reply: that reply may carry an element.
+      guard.deliversLateReply = !guard.observe && commandKind(command.name).blocking && blockingTimeoutIndex(guard.name, command.args) >= 0;
+      guard.settleOnReply();
+      lastQueued = guard;
+      return original.apply(this, args);
+    };
+}
+
+/** Our span for a queued command, parented where its caller queued it, unless instrumentation-ioredis makes one when it is written. */
+function startOwnSpan(guard: RedisCommandGuard, client: ClientLike, ctx: Context, host: ClientHost, owner: object): void {
+  if (!instrumentedElsewhere(client, owner)) guard.startOwnSpan(host.tracer, ctx, ownSpanShape(client, guard.name));
+}
+
+const BATCH_MEMBERS = new WeakMap<object, (RedisCommandGuard | null)[]>();
+
+function membersOf(pipeline: object): (RedisCommandGuard | null)[] {
+  let members = BATCH_MEMBERS.get(pipeline);
+  if (members === undefined) BATCH_MEMBERS.set(pipeline, (members = []));
+  return members;
+}
+
+/** Methods of ioredis's Commander that are not commands. */
+const NOT_COMMANDS = new Set(['constructor', 'getBuiltinCommands', 'createBuiltinCommand', 'defineCommand', 'sendCommand']);
+
+/**
+ * Wraps every command method of the client (`get`, `getBuffer`, `call`, ...,
+ * on ioredis's Commander prototype, which Redis, Cluster and Pipeline share)
+ * for auto-pipelined calls only: an auto-pipelined caller holds a promise
+ * that answers when its whole batch has, so at its cutoff that promise, not
+ * the batch, is what is rejected. A call under a deadline that already
+ * refuses is refused before anything is queued (nothing is sent). Any other
+ * call (no auto-pipelining, a pipeline's own methods, a command ioredis
+ * sends directly) passes straight through.
+ */
+export function patchAutoPipelinedCalls(commanderProto: Exports, host: ClientHost, owner: object, isActive: () => boolean): MethodPatch[] {
+  const patches: MethodPatch[] = [];
+  for (const method of Object.getOwnPropertyNames(commanderProto)) {
+    if (NOT_COMMANDS.has(method)) continue;
+    const descriptor = Object.getOwnPropertyDescriptor(commanderProto, method);
+    if (typeof descriptor?.value !== 'function') continue;
+    const patch = wrapMethod(commanderProto, method, owner, isActive, (original) => makeAutoPipelinedCall(original, method, host));
+    if (patch !== undefined) patches.push(patch);
+  }
+  return patches;
+}
+
+function makeAutoPipelinedCall(original: AnyFunction, method: string, host: ClientHost): AnyFunction {
+  return function autoPipelinedCall(this: unknown, ...args: unknown[]): unknown {
+    const client = this as ClientLike;
+    if (client.isPipeline === true || client.options?.enableAutoPipelining !== true) return original.apply(this, args);
+    const ctx = contextApi.active();
+    const deadline = statementDeadline(host, 'ioredis', ctx);
+    if (deadline === undefined) return original.apply(this, args);
+    const callback = typeof args[args.length - 1] === 'function' ? (args.pop() as (err: unknown, value?: unknown) => void) : undefined;
+    const observe = host.settings.mode === 'observe';
+    const left = budgetLeft(deadline);
+    const minUsefulMs = host.settings.minUsefulMs;
+    if (!observe && !mayStart(left, minUsefulMs)) {
+      // Nothing is queued, so nothing is sent: a refusal like any other, on a span of ours (no other instrumentation sees this call).
+      const name = method === 'call' || method === 'callBuffer' ? String(args[0]) : method.replace(/Buffer$/, '');
+      const guard = new RedisCommandGuard(deadline, false, 'redis', undefined, { name, args });
+      guard.startOwnSpan(host.tracer, ctx, ownSpanShape(client, guard.name));
+      const refusal = refusalAt(deadline, left, guard.operation, minUsefulMs)!;
+      guard.refuse(refusal);
+      return withCallback(Promise.reject(refusal), callback);
+    }
+    const outer = lastQueued;
+    lastQueued = undefined;
+    let result: unknown;
+    let guard: RedisCommandGuard | undefined;
+    try {
+      // Without the deadline: the batch's setImmediate, scheduled by the first call of the tick, keeps the
+      // context it was scheduled in, and the whole batch (its write, instrumentation-ioredis's spans for
+      // every command in it, what the span processor stamps on them) would run under this caller's deadline.
+      queuingCaller = { deadline, ctx };
+      result = contextApi.with(withoutDeadline(ctx), () => original.apply(this, args));
+    } finally {
+      queuingCaller = undefined;
+      guard = lastQueued as RedisCommandGuard | undefined;
+      lastQueued = outer;
+    }
+    const batch = guard?.batch;
+    // Sent directly (a command ioredis never auto-pipelines): Redis#sendCommand guarded it.
+    if (guard === undefined || batch === undefined || !(result instanceof Promise)) return withCallback(result, callback);
+    const released = new Promise((resolve, reject) => {
+      batch.releaseCaller = reject;
+      (result as Promise<unknown>).then(resolve, reject);
+    });
+    batch.armed = true;
+    guard.arm(guard);
+    return withCallback(released, callback);
+  };
+}
+
+/** Node-style callback on `result`, as ioredis's own (standard-as-callback) does; the promise is returned too. */
+function withCallback(result: unknown, callback: ((err: unknown, value?: unknown) => void) | undefined): unknown {
+  if (callback !== undefined && result instanceof Promise) {
+    result.then(
+      (value: unknown) => process.nextTick(callback, null, value),
+      (error: unknown) => process.nextTick(callback, error),
+    );
+  }
+  return result;
+}
