@@ -169,7 +169,8 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
     let reason = this.reason;
     let sent = this.sentAtAbort;
     const claim = reason === NONE ? refusalClaimOf(status) : undefined;
-    if (claim !== undefined && this.init.trustsRefusal()) {
+    const believed = claim !== undefined && this.init.trustsRefusal();
+    if (believed) {
       // The server refused before running anything: the call never started there.
       markStatusWith(status, errorFromClaim(this.operation, deadline, claim));
       this.record({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: claim.code });
@@ -186,6 +187,10 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
       this.record({ [ATTR_DEADLINE_OUTCOME]: outcome, [ATTR_DEADLINE_ABORT_CODE]: code, [ATTR_DEADLINE_ABORT_REASON]: describeAbortReason(reason) });
     } else if (observe && deadline.remainingMs() <= 0) {
       this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true });
+    } else if (!believed && !observe && status.code === GRPC_DEADLINE_EXCEEDED && this.mayHaveSent()) {
+      // A deadline ran out past this hop (the server's own, or a callee's passed on by its handler,
+      // whose marker the server restates): the server may have done work, so nothing is known.
+      this.record({ [ATTR_DEADLINE_OUTCOME]: 'unknown' });
     }
     if (this.init.ownSpan && span !== undefined) endRpcSpan(span, status.code, SpanKind.CLIENT);
   }
