@@ -45,6 +45,8 @@ export interface ClientGuardInit {
   inject(metadata: GrpcMetadata): void;
   /** Whether to believe this peer's refusal (`trustReply`); asked only for a status that claims one. */
   trustsRefusal(): boolean;
+  /** Empty grpc-js Metadata, for a status this guard reports itself. */
+  newMetadata(): GrpcMetadata;
 }
 
 /**
@@ -79,8 +81,10 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
   }
 
   start(metadata: GrpcMetadata, listener: CallListener): void {
-    this.init.inject(metadata);
     this.listener = listener;
+    const { deadline, observe } = this.init;
+    if (!observe && deadline.aborted) return this.endBeforeStart(deadline.abortReason);
+    this.init.inject(metadata);
     this.call.start(metadata, this);
     // After start: a cancel needs a started call. Runs at once if already aborted.
     if (!this.ended) {
@@ -144,6 +148,20 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
   private mayHaveSent(): boolean {
     const peer = this.call.getPeer();
     return peer !== this.init.channel.getTarget() && peer !== 'unknown';
+  }
+
+  /**
+   * A call started after its deadline aborted (an interceptor held its start
+   * back): nothing is sent. grpc-js may already have ended the call at the
+   * deadline it was clamped to, with no listener yet to tell, so the status
+   * is reported from here, on the next tick as grpc-js reports one.
+   */
+  private endBeforeStart(reason: unknown): void {
+    this.reason = abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.operation, reason) : reason;
+    const code = abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
+    const status = { code, details: describeAbortReason(this.reason), metadata: this.init.newMetadata() };
+    this.call.cancelWithStatus(code, status.details);
+    process.nextTick(() => this.onReceiveStatus(status));
   }
 
   /** @internal Called by the deadline when it aborts (AbortWatcher). */
