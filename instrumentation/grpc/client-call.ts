@@ -157,11 +157,16 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
    * is reported from here, on the next tick as grpc-js reports one.
    */
   private endBeforeStart(reason: unknown): void {
-    this.reason = abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.operation, reason) : reason;
+    this.reason = this.reasonFor(reason);
     const code = abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
     const status = { code, details: describeAbortReason(this.reason), metadata: this.init.newMetadata() };
     this.call.cancelWithStatus(code, status.details);
     process.nextTick(() => this.onReceiveStatus(status));
+  }
+
+  /** The error this call ends with: a caller's own cancellation reason is kept as the cause of ours, as on HTTP. */
+  private reasonFor(reason: unknown): unknown {
+    return abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.operation, reason) : reason;
   }
 
   /** @internal Called by the deadline when it aborts (AbortWatcher). */
@@ -171,9 +176,7 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
       this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true });
       return this.detach();
     }
-    // A caller's own cancellation reason is kept as the cause of ours, as on HTTP.
-    this.reason =
-      abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.operation, reason) : reason;
+    this.reason = this.reasonFor(reason);
     this.sentAtAbort = this.mayHaveSent();
     const code = abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
     this.call.cancelWithStatus(code, describeAbortReason(this.reason));
