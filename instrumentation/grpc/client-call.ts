@@ -45,6 +45,8 @@ export interface ClientGuardInit {
   inject(metadata: GrpcMetadata): void;
   /** Whether to believe this peer's refusal (`trustReply`); asked only for a status that claims one. */
   trustsRefusal(): boolean;
+  /** Empty grpc-js Metadata, for a status this guard reports itself. */
+  newMetadata(): GrpcMetadata;
 }
 
 /**
@@ -79,8 +81,10 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
   }
 
   start(metadata: GrpcMetadata, listener: CallListener): void {
-    this.init.inject(metadata);
     this.listener = listener;
+    const { deadline, observe } = this.init;
+    if (!observe && deadline.aborted) return this.endBeforeStart(deadline.abortReason);
+    this.init.inject(metadata);
     this.call.start(metadata, this);
     // After start: a cancel needs a started call. Runs at once if already aborted.
     if (!this.ended) {
@@ -146,6 +150,25 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
     return peer !== this.init.channel.getTarget() && peer !== 'unknown';
   }
 
+  /**
+   * A call started after its deadline aborted (an interceptor held its start
+   * back): nothing is sent. grpc-js may already have ended the call at the
+   * deadline it was clamped to, with no listener yet to tell, so the status
+   * is reported from here, on the next tick as grpc-js reports one.
+   */
+  private endBeforeStart(reason: unknown): void {
+    this.reason = this.reasonFor(reason);
+    const code = abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
+    const status = { code, details: describeAbortReason(this.reason), metadata: this.init.newMetadata() };
+    this.call.cancelWithStatus(code, status.details);
+    process.nextTick(() => this.onReceiveStatus(status));
+  }
+
+  /** The error this call ends with: a caller's own cancellation reason is kept as the cause of ours, as on HTTP. */
+  private reasonFor(reason: unknown): unknown {
+    return abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.operation, reason) : reason;
+  }
+
   /** @internal Called by the deadline when it aborts (AbortWatcher). */
   onDeadlineAbort(reason: unknown): void {
     if (this.ended) return;
@@ -153,9 +176,7 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
       this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true });
       return this.detach();
     }
-    // A caller's own cancellation reason is kept as the cause of ours, as on HTTP.
-    this.reason =
-      abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.operation, reason) : reason;
+    this.reason = this.reasonFor(reason);
     this.sentAtAbort = this.mayHaveSent();
     const code = abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
     this.call.cancelWithStatus(code, describeAbortReason(this.reason));
@@ -169,7 +190,8 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
     let reason = this.reason;
     let sent = this.sentAtAbort;
     const claim = reason === NONE ? refusalClaimOf(status) : undefined;
-    if (claim !== undefined && this.init.trustsRefusal()) {
+    const believed = claim !== undefined && this.init.trustsRefusal();
+    if (believed) {
       // The server refused before running anything: the call never started there.
       markStatusWith(status, errorFromClaim(this.operation, deadline, claim));
       this.record({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: claim.code });
@@ -186,6 +208,10 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
       this.record({ [ATTR_DEADLINE_OUTCOME]: outcome, [ATTR_DEADLINE_ABORT_CODE]: code, [ATTR_DEADLINE_ABORT_REASON]: describeAbortReason(reason) });
     } else if (observe && deadline.remainingMs() <= 0) {
       this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true });
+    } else if (!believed && !observe && status.code === GRPC_DEADLINE_EXCEEDED && this.mayHaveSent()) {
+      // A deadline ran out past this hop (the server's own, or a callee's passed on by its handler,
+      // whose marker the server restates): the server may have done work, so nothing is known.
+      this.record({ [ATTR_DEADLINE_OUTCOME]: 'unknown' });
     }
     if (this.init.ownSpan && span !== undefined) endRpcSpan(span, status.code, SpanKind.CLIENT);
   }

@@ -90,7 +90,7 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
         delegateUnknownMethods(call);
       }
       const ownSpan = covering === undefined ? span : undefined;
-      const plan = new GrpcCallPlan(active, method, observe, clampedByUs, span, ownSpan, this, settings, ctx, clampedByUs ? Infinity : own);
+      const plan = new GrpcCallPlan(active, method, observe, clampedByUs, span, ownSpan, this, settings, ctx, clampedByUs ? Infinity : own, Metadata);
       return new GuardedCall(call, plan);
     };
 }
@@ -115,6 +115,7 @@ class GrpcCallPlan implements ClientGuardInit {
     private readonly ctx: Context,
     /** The call's own deadline when it is earlier than the cutoff, else Infinity. */
     private readonly ownEpoch: number,
+    private readonly Metadata: MetadataConstructor,
   ) {
     this.ownSpan = spanOfOurs !== undefined;
   }
@@ -122,6 +123,10 @@ class GrpcCallPlan implements ClientGuardInit {
   inject(metadata: GrpcMetadata): void {
     if (propagates(this.settings.propagatesTo, this.channel)) injectDeadline(metadata, this.ctx, this.deadline, this.spanOfOurs, this.ownEpoch);
     else injectWithoutDeadline(metadata, this.ctx, this.spanOfOurs);
+  }
+
+  newMetadata(): GrpcMetadata {
+    return new this.Metadata();
   }
 
   trustsRefusal(): boolean {

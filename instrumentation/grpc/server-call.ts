@@ -5,6 +5,7 @@ import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbo
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import { ATTR_DEADLINE_WOULD_ABORT } from '../names';
 import { deadlineEpochMs, GRPC_CANCELLED, GRPC_DEADLINE_EXCEEDED, GRPC_OK, type HandlerKind, type ServerCallback, type ServerCallLike } from './grpc-types';
+import { isStreamingResponse, restateStreamError, restatingCallback } from './forwarded-status';
 import { endRpcSpan } from './spans';
 
 /** grpc-js's UNKNOWN: what it sends for an error without a numeric code. */
@@ -46,22 +47,26 @@ export class ServerCallLifecycle {
   constructor(private readonly init: ServerCallInit) {
     const { call, kind } = init;
     call.on('cancelled', this.onCancelled);
-    this.streaming = kind === 'serverStream' || kind === 'bidi';
+    this.streaming = isStreamingResponse(kind);
     if (this.streaming) {
       this.onFinish = () => this.finish(this.errorCode ?? GRPC_OK);
-      this.onError = (error) => void (this.errorCode ??= statusCodeOf(error));
+      this.onError = (error) => {
+        this.errorCode ??= statusCodeOf(error);
+        restateStreamError(error);
+      };
       call.on('finish', this.onFinish);
       // errorMonitor: watching errors without counting as their handler.
       call.on(errorMonitor, this.onError);
     }
   }
 
-  /** The callback of a unary or client-streaming handler, which ends the call. */
+  /** The callback of a unary or client-streaming handler, which ends the call (and restates a forwarded refusal marker). */
   wrapCallback(callback: ServerCallback | undefined): ServerCallback | undefined {
     if (typeof callback !== 'function') return callback;
+    const restating = restatingCallback(callback);
     return (error, value, trailer, flags) => {
       this.finish(statusCodeOf(error));
-      return callback(error, value, trailer, flags);
+      return restating(error, value, trailer, flags);
     };
   }
 

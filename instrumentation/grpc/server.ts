@@ -19,6 +19,7 @@ import {
   type ServerCallLike,
 } from './grpc-types';
 import { SERVER_CALL_GETTER } from './metadata';
+import { isStreamingResponse, restatingCallback, watchStreamErrors } from './forwarded-status';
 import { refusalDetails } from './refusal';
 import { ServerCallLifecycle } from './server-call';
 import { callerContext, coveringSpan, endRpcSpan, startRpcSpan } from './spans';
@@ -118,9 +119,12 @@ function runGuarded(
       ? fromExtracted(extracted, settings.maxIncomingMs)
       : budgetFromWire(settings, host.serverPropagator, trusted, call, SERVER_CALL_GETTER);
   if (budget === undefined) {
+    // No deadline here, but the handler may still pass on a callee's refusal: it is restated all the same.
+    const forwarding = typeof callback === 'function' ? restatingCallback(callback) : callback;
+    if (isStreamingResponse(kind)) watchStreamErrors(call);
     // Ours is authoritative at the trust edge: drop what a global propagator extracted (as on HTTP).
     const cleaned = withoutDeadline(ctx);
-    return cleaned === ctx ? handler.call(self, call, callback) : context.with(cleaned, () => handler.call(self, call, callback));
+    return cleaned === ctx ? handler.call(self, call, forwarding) : context.with(cleaned, () => handler.call(self, call, forwarding));
   }
 
   const parent = covering === undefined ? callerContext(ctx, call.metadata) : ctx;

@@ -14,6 +14,7 @@ import {
 import type { ResolvedConfig } from '../config';
 import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
 import { incomingBudget, rejectionFor } from './admission';
+import { restateForwardedMarkers } from './forwarded-marker';
 import { writeRejectReply } from './reject';
 
 export interface ServerHost {
@@ -53,6 +54,7 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
   const extracted = extractedHere(ctx);
   const budget = incomingBudget(settings, host.serverPropagator, request, extracted);
   if (budget === undefined) {
+    restateForwardedMarkers(response);
     // Ours is authoritative at the trust edge: drop whatever a global propagator
     // extracted, the baggage entry included (the W3C codec decodes values, such
     // as percent-encoded digits, that our propagator refuses, and the entry
@@ -74,6 +76,8 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
       return REJECTED;
     }
   }
+  // The listeners run: what they send never claims this server refused the request.
+  restateForwardedMarkers(response);
 
   // The deadline the global propagator built from these headers, unless
   // maxIncomingMs cut it shorter: the context the listeners run in then needs no change.

@@ -59,7 +59,8 @@ function statusOf(candidate: Record<string, unknown>): unknown {
  */
 export function carriesDeadlineExpired(err: unknown): boolean {
   for (const candidate of related(err)) {
-    const value = headerOf(candidate.headers, HEADER_DEADLINE_EXPIRED);
+    // `metadata`: the trailers of a grpc-js error, which carry the marker as gRPC metadata.
+    const value = headerOf(candidate.headers ?? candidate.metadata, HEADER_DEADLINE_EXPIRED);
     if (value === undefined || value === '' || value === '0') continue;
     const status = statusOf(candidate);
     if (typeof status === 'number' && status >= 200 && status < 300) continue;

@@ -26,6 +26,7 @@ describe('GuardedCall', () => {
       channel: { getTarget: () => 'target' },
       inject: () => {},
       trustsRefusal: () => true,
+      newMetadata: () => ({ get: () => [], set: () => {}, remove: () => {} }),
     }) as unknown as FutureCall;
     expect('getDeadlineInfo' in guarded).toBe(false);
     delegateUnknownMethods(call);

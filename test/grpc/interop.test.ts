@@ -5,6 +5,7 @@ import { context, SpanKind } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InsufficientBudgetError, isDeadlineError, openDeadline, setDeadline } from '../../src';
 import { callKind, expectFollowsGrpcDeadline, newClient, useEchoSuite, type Report } from './helpers';
+import { startRefusingPeer, type RefusingPeer } from './refusing-peer';
 
 const suite = useEchoSuite();
 const peer = join(__dirname, 'fixtures', 'plain-peer.cjs');
@@ -71,26 +72,16 @@ describe('our client calling a plain grpc-js server', () => {
 });
 
 describe('an otel-deadline server in another process refusing our call', () => {
-  let server: ChildProcess;
+  let server: RefusingPeer;
   let client: ReturnType<typeof newClient>;
   beforeAll(async () => {
-    // The plain peer under the register entry: an otel-deadline server that refuses calls with less than 10 s.
-    server = spawn(process.execPath, ['--require', 'otel-deadline/register', peer, 'server'], {
-      cwd: join(__dirname, '..', '..'),
-      env: { PATH: process.env.PATH ?? '', OTEL_DEADLINE_MIN_USEFUL_MS: '10000', OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' },
-      stdio: ['pipe', 'pipe', 'ignore'],
-    });
-    const port = await new Promise<number>((resolve, reject) => {
-      server.once('error', reject);
-      server.stdout!.once('data', (chunk: Buffer) => resolve((JSON.parse(String(chunk)) as { port: number }).port));
-    });
-    client = newClient(suite.grpc, suite.Echo, `127.0.0.1:${port}`);
+    // An otel-deadline server that refuses calls with less than 10 s.
+    server = await startRefusingPeer(10_000);
+    client = newClient(suite.grpc, suite.Echo, server.address);
   });
   afterAll(async () => {
     client.close();
-    const closed = new Promise((resolve) => server.once('close', resolve));
-    server.stdin!.end();
-    await closed;
+    await server.close();
   });
 
   async function callUnder5s() {
