@@ -138,6 +138,24 @@ describe('mysql2 in flight at the cutoff', () => {
   });
 });
 
+describe('mysql2 queued on its connection at the cutoff', () => {
+  it('a statement still queued behind another is skipped, never sent; the one running is untouched', async () => {
+    const c = await connection();
+    const tag = randomUUID();
+    const running = c.query("SELECT SLEEP(0.4) AS slept, 'ahead' AS done");
+    const deadline = openDeadline({ operation: 'queued', timeoutMs: 100, parent: null });
+    const err = await under(deadline, () => c.query(`INSERT INTO ${LOG} (tag) VALUES (?)`, [tag]).catch((e: unknown) => e));
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    const [rows] = await running;
+    expect((rows as { slept: number; done: string }[])[0]).toEqual({ slept: 0, done: 'ahead' });
+    await c.query('SELECT 1');
+    expect(await ran(tag)).toBe(0);
+    const span = t.mysqlSpans().find((s) => s.name === 'INSERT')!;
+    expect(span.attributes['deadline.outcome']).toBe('expired');
+    expect(span.attributes['deadline.db.cancel']).toBeUndefined();
+  });
+});
+
 describe('the KILL path’s edges', () => {
   async function throughProxy(): Promise<{ proxy: TcpProxy; c: import('mysql2/promise').Connection }> {
     const proxy = await startTcpProxy(CONFIG.port);
