@@ -69,7 +69,6 @@ export function patchMysql2Connection(Connection: unknown, host: ClientHost, slo
   return patches;
 }
 
-
 function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, killer: MysqlKiller, method: string) {
   return (original: AnyFunction): AnyFunction => {
     // An instrumentation-mysql2 registered before us wraps the method below ours: fixed for this wrapper's life.
@@ -81,14 +80,14 @@ function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: obj
       const ctx = contextApi.active();
       const deadline = statementDeadline(host, 'mysql2', ctx);
       const first = args[0] as string | MysqlCommand | null | undefined;
-      const sql = typeof first === 'object' && first !== null ? first.sql : first;
-      const command = sqlCommand(sql);
-      // Clean-up (ROLLBACK, rollback(), UNLOCK TABLES, ...) is never refused, delayed or cut.
-      const role = deadline === undefined ? 'work' : mysqlRole(sql, command);
-      if (deadline === undefined || first === null || first === undefined || role === 'cleanup') {
-        return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
+      if (deadline !== undefined && first !== null && first !== undefined) {
+        const sql = typeof first === 'object' ? first.sql : first;
+        const verb = sqlCommand(sql);
+        const role = mysqlRole(sql, verb);
+        // Clean-up (ROLLBACK, rollback(), UNLOCK TABLES, ...) is never refused, delayed or cut.
+        if (role !== 'cleanup') return guarded(host, slot, owner, killer, original, this as MysqlConnection, args, deadline, ctx, outerSpan, method, role, verb);
       }
-      return guarded(host, slot, owner, killer, original, this as MysqlConnection, args, deadline, ctx, outerSpan, method, role, command);
+      return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
     };
   };
 }
