@@ -7,6 +7,7 @@ import type { DbDriver } from './begin';
 import { patchIoredis } from './ioredis';
 import { patchMysql2, patchMysql2Connection } from './mysql2';
 import { patchMysql2Pool } from './mysql2-pool';
+import { patchMysql2PoolConnection } from './mysql2-session';
 import { patchPg, patchPgClientFile } from './pg';
 
 type Exports = Record<string, unknown>;
@@ -35,6 +36,7 @@ const DRIVERS: readonly { name: DbDriver; versions: string[]; patch: Patcher; fi
     files: [
       { path: 'mysql2/lib/connection.js', patch: patchMysql2Connection },
       { path: 'mysql2/lib/pool.js', patch: (Pool, host, _slot, owner, isActive) => patchMysql2Pool(Pool, host, owner, isActive) },
+      { path: 'mysql2/lib/pool_connection.js', patch: (PoolConnection, _host, _slot, owner, isActive) => patchMysql2PoolConnection(PoolConnection, owner, isActive) },
       // createConnection, as both the main module and `mysql2/promise` require it: the socket opens in the constructor.
       { path: 'mysql2/lib/create_connection.js', replace: makeOpensOutsideDeadline },
     ],

@@ -25,6 +25,21 @@ interface MysqlPool {
  */
 let inPoolStatement = false;
 
+/**
+ * The callbacks our getConnection wrapper gave the pool. mysql2 hands a
+ * queued waiter to getConnection again when the connection it was to get is
+ * destroyed (releaseConnection of a removed connection): that call runs in
+ * whoever destroyed it, often another request under its own deadline. A
+ * callback found here has been judged already, by its own caller's deadline
+ * or none, and passes through (a connection it opens, opened outside any).
+ */
+const poolCallbacks = new WeakSet<object>();
+
+function given<C extends object>(callback: C): C {
+  poolCallbacks.add(callback);
+  return callback;
+}
+
 /** Pool#getConnection, and Pool#query / #execute, of mysql2's Pool class (lib/pool.js; hooked as a file, like lib/connection.js). */
 export function patchMysql2Pool(Pool: unknown, host: ClientHost, owner: object, isActive: () => boolean): MethodPatch[] {
   const pool = (Pool as { prototype?: Exports } | undefined)?.prototype;
@@ -64,21 +79,22 @@ function makeGetConnectionWrapper(host: ClientHost) {
     return function getConnection(this: unknown, ...args: unknown[]): unknown {
       const forPoolStatement = inPoolStatement;
       inPoolStatement = false;
-      const given = args[0];
-      if (!isFunction(given) || !host.settings.mysql2) return original.apply(this, args);
+      const first = args[0];
+      if (!isFunction(first) || !host.settings.mysql2) return original.apply(this, args);
+      if (poolCallbacks.has(first)) return opensOutsideDeadline.apply(this, args);
       const ctx = context.active();
       const deadline = statementDeadline(host, 'mysql2', ctx);
       if (deadline === undefined) {
         // The pool's own statement passes through on the connection it is handed, without a context read there.
-        args[0] = forPoolStatement ? handsOverUnguarded(given as Callback) : context.bind(ctx, given as Callback);
+        args[0] = given(forPoolStatement ? handsOverUnguarded(first as Callback) : context.bind(ctx, first as Callback));
         return original.apply(this, args);
       }
-      const callback = context.bind(ctx, given as Callback);
-      if (host.settings.mode === 'observe') return opensOutsideDeadline.call(this, callback);
+      const callback = context.bind(ctx, first as Callback);
+      if (host.settings.mode === 'observe') return opensOutsideDeadline.call(this, given(callback));
       const refusal = refusalFor(deadline, 'mysql2.getConnection', host.settings.minUsefulMs);
       if (refusal !== undefined) return void process.nextTick(deliver, callback, refusal);
       const wait = new MysqlPoolWait(deadline, callback);
-      wait.start(this as MysqlPool, opensOutsideDeadline, wait.onConnection);
+      wait.start(this as MysqlPool, opensOutsideDeadline, given(wait.onConnection));
       return undefined;
     };
   };

@@ -4,43 +4,31 @@ import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalAt } from '../client/begin';
 import type { ClientHost } from '../client/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
-import type { DbCancel } from './attributes';
 import { statementDeadline } from './begin';
 import { deliver, isFunction } from './deliver';
 import { driverInstrumented, type DriverSpanSlot } from './driver-span';
-import { CANCEL_GRACE_MS } from './pg-query';
 import { MysqlKiller } from './mysql2-kill';
 import { definerOf } from './definer';
 import { isHandedOverUnguarded } from './handover';
 import { patchMysql2Pool } from './mysql2-pool';
-import { sqlCommand } from './sql';
-import { DbStatement, type CutoffHandler, type SpanShape } from './statement';
+import { markTransactionUnknown, patchMysql2PoolConnection, rollBack } from './mysql2-session';
+import { GuardedMysqlStatement, type MysqlCommand, type MysqlConnection } from './mysql2-statement';
+import { holdsSeveralStatements, sqlCommand, sqlRole, type SqlRole } from './sql';
+import { DbStatement, type SpanShape } from './statement';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Exports = Record<string, unknown>;
 type Callback = (err: unknown, ...results: unknown[]) => void;
 
-/** ER_QUERY_INTERRUPTED: what MariaDB/MySQL answers a statement `KILL QUERY` stopped. */
-export const ER_QUERY_INTERRUPTED = 1317;
+export { ER_QUERY_INTERRUPTED } from './mysql2-statement';
 const OPERATION = 'mysql2.query';
 
-interface MysqlCommand {
-  sql?: unknown;
-  emit?: (event: string) => unknown;
-  onResult?: unknown;
-  next?: unknown;
-  start?: unknown;
-}
+/** First words worth a full read of the text for its role (see sqlRole); undefined: a comment comes first. */
+const ROLE_WORDS = new Set(['ROLLBACK', 'UNLOCK', 'DEALLOCATE', 'COMMIT']);
 
-interface MysqlConnection {
-  query: unknown;
-  threadId?: unknown;
-  config?: { host?: unknown; port?: unknown; user?: unknown; database?: unknown; socketPath?: unknown };
-  _command?: unknown;
-}
-
-function isInterrupted(err: unknown): boolean {
-  return typeof err === 'object' && err !== null && (err as { errno?: unknown }).errno === ER_QUERY_INTERRUPTED;
+/** The statement's role in its transaction, read in full only when its first word may give it one. */
+function mysqlRole(sql: unknown, command: string | undefined): SqlRole {
+  return command === undefined || ROLE_WORDS.has(command) ? sqlRole(sql, 'mysql') : 'work';
 }
 
 /** instrumentation-mysql2's span name (the statement's command) and connection attributes; never the SQL text. */
@@ -57,7 +45,11 @@ function mysqlSpanShape(connection: MysqlConnection, command: string | undefined
 /** The patches for one loaded `mysql2` (its main module): query and execute on every connection, and the pool's wait for one. */
 export function patchMysql2(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const exports = (moduleExports.Connection === undefined && typeof moduleExports.default === 'object' ? moduleExports.default : moduleExports) as Exports;
-  return [...patchMysql2Connection(exports.Connection, host, slot, owner, isActive), ...patchMysql2Pool(exports.Pool, host, owner, isActive)];
+  return [
+    ...patchMysql2Connection(exports.Connection, host, slot, owner, isActive),
+    ...patchMysql2Pool(exports.Pool, host, owner, isActive),
+    ...patchMysql2PoolConnection(exports.PoolConnection, owner, isActive),
+  ];
 }
 
 /**
@@ -77,7 +69,6 @@ export function patchMysql2Connection(Connection: unknown, host: ClientHost, slo
   return patches;
 }
 
-
 function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, killer: MysqlKiller, method: string) {
   return (original: AnyFunction): AnyFunction => {
     // An instrumentation-mysql2 registered before us wraps the method below ours: fixed for this wrapper's life.
@@ -88,10 +79,15 @@ function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: obj
       if (isHandedOverUnguarded(this)) return original.apply(this, args);
       const ctx = contextApi.active();
       const deadline = statementDeadline(host, 'mysql2', ctx);
-      if (deadline === undefined || args[0] === null || args[0] === undefined) {
-        return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
+      const first = args[0] as string | MysqlCommand | null | undefined;
+      if (deadline !== undefined && first !== null && first !== undefined) {
+        const sql = typeof first === 'object' ? first.sql : first;
+        const verb = sqlCommand(sql);
+        const role = mysqlRole(sql, verb);
+        // Clean-up (ROLLBACK, rollback(), UNLOCK TABLES, ...) is never refused, delayed or cut.
+        if (role !== 'cleanup') return guarded(host, slot, owner, killer, original, this as MysqlConnection, args, deadline, ctx, outerSpan, method, role, verb);
       }
-      return guarded(host, slot, owner, killer, original, this as MysqlConnection, args, deadline, ctx, outerSpan, method);
+      return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
     };
   };
 }
@@ -108,12 +104,16 @@ function guarded(
   ctx: Context,
   outerSpan: Span | undefined,
   method: string,
+  role: SqlRole,
+  sqlVerb: string | undefined,
 ): unknown {
   const first = args[0] as string | MysqlCommand;
   const command = typeof first === 'object' && isFunction(first.onResult) ? first : undefined;
   const sql = typeof first === 'string' ? first : first.sql;
   const observe = host.settings.mode === 'observe';
-  const statement = new DbStatement(deadline, observe, OPERATION, undefined, sql);
+  // `INSERT …; SELECT SLEEP(2)`: what ran before a cut is unknown, whatever the first word says.
+  const several = connection.config?.multipleStatements === true && holdsSeveralStatements(sql, 'mysql');
+  const statement = new DbStatement(deadline, observe, OPERATION, several ? true : undefined, sql);
   if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
   const current = (connection as unknown as Record<string, unknown>)[method];
   // The one clock read before sending: refusal and arming both go by it.
@@ -121,20 +121,33 @@ function guarded(
   const minUsefulMs = host.settings.minUsefulMs;
   const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, OPERATION, minUsefulMs);
   if (outerSpan === undefined && (!driverInstrumented(original, current, owner) || (refusal !== undefined && isOwnWrapper(current, owner)))) {
-    statement.startOwnSpan(host.tracer, ctx, mysqlSpanShape(connection, sqlCommand(sql)));
+    statement.startOwnSpan(host.tracer, ctx, mysqlSpanShape(connection, sqlVerb));
   }
   // Find the caller's callback: (sql, cb), (sql, values, cb), or a command object carrying it (Pool#query).
   const index = isFunction(args[2]) ? 2 : isFunction(args[1]) ? 1 : -1;
-  const callback = (index >= 0 ? args[index] : command?.onResult) as Callback | undefined;
+  const given = (index >= 0 ? args[index] : command?.onResult) as Callback | undefined;
+  // mysql2 calls back from its socket's events: the caller's callback, and any statement it makes, run in the caller's context.
+  const callback = given === undefined ? undefined : contextApi.bind(ctx, given);
   if (refusal !== undefined && !observe) {
     statement.refuse(refusal);
     if (callback === undefined) return original.apply(connection, args); // event-emitter use: not covered, documented
-    process.nextTick(() => {
+    const refuse = () => {
       deliver(callback, refusal);
       // Pool#query's command: its pool connection is released on 'end'. It never
       // reaches the driver (nor an instrumentation-mysql2 below us, whose span would never end).
       command?.emit?.('end');
-    });
+    };
+    if (role === 'commit') {
+      // Nothing of the transaction is committed and nothing stays open: it is rolled back before the caller hears.
+      rollBack(connection as Parameters<typeof rollBack>[0], (clean) => {
+        if (!clean) markTransactionUnknown(connection);
+        refuse();
+      });
+      return command;
+    }
+    // A caller's own statement refused inside a transaction it may not roll back: its pool connection is, at release.
+    if (command === undefined) markTransactionUnknown(connection);
+    process.nextTick(refuse);
     return command;
   }
   if (refusal !== undefined) statement.markWouldReject();
@@ -142,7 +155,7 @@ function guarded(
     statement.settle();
     return original.apply(connection, args);
   }
-  const call = new GuardedMysqlStatement(connection, statement, killer, callback);
+  const call = new GuardedMysqlStatement(connection, statement, killer, callback, several);
   const callArgs = [...args];
   if (index >= 0) callArgs[index] = call.driverCallback;
   else command!.onResult = call.driverCallback;
@@ -151,102 +164,4 @@ function guarded(
   call.settleFirst();
   statement.arm(call);
   return result;
-}
-
-class GuardedMysqlStatement implements CutoffHandler {
-  command: MysqlCommand | undefined;
-  private delivered = false;
-  private kill: 'none' | 'pending' | 'told' | 'not_told' = 'none';
-  private held: (() => void) | undefined;
-  private grace: ReturnType<typeof setTimeout> | undefined;
-
-  constructor(
-    private readonly connection: MysqlConnection,
-    private readonly statement: DbStatement,
-    private readonly killer: MysqlKiller,
-    private readonly callback: Callback,
-  ) {}
-
-  readonly driverCallback = (err: unknown, ...results: unknown[]): void => {
-    if (this.delivered) return;
-    if (this.kill === 'pending') {
-      this.held = () => this.driverCallback(err, ...results);
-      return;
-    }
-    this.delivered = true;
-    clearTimeout(this.grace);
-    const aborted = this.statement.aborted;
-    this.settleFrom(err);
-    if (!aborted || err === undefined || err === null) return deliver(this.callback, err, ...results);
-    deliver(this.callback, isInterrupted(err) ? this.statement.errorFor(err) : err);
-  };
-
-  /**
-   * Settles the statement (its outcome on the span) the moment mysql2 reports
-   * its end, before the callbacks it was given run: an instrumentation-mysql2
-   * below us wrapped ours and ends its span before calling it.
-   */
-  settleFirst(): void {
-    const { command } = this;
-    const onResult = command?.onResult;
-    if (command === undefined || !isFunction(onResult)) return;
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const self = this;
-    command.onResult = function (this: unknown, err: unknown, ...results: unknown[]) {
-      if (!self.delivered) self.settleFrom(err);
-      return (onResult as Callback).call(this, err, ...results);
-    };
-  }
-
-  /** The statement's outcome from the driver's answer, whichever callback learns it first. */
-  private settleFrom(err: unknown): void {
-    const { statement } = this;
-    if (statement.settled) return;
-    const failed = err !== undefined && err !== null;
-    if (!statement.aborted) return statement.settle(failed ? err : undefined);
-    if (!failed) return statement.settleCompletedAfterCutoff('too_late');
-    if (isInterrupted(err)) return statement.settle(statement.errorFor(err), 'confirmed');
-    statement.settle(err, this.kill === 'not_told' ? 'not_told' : 'unconfirmed');
-  }
-
-  onCutoff(): void {
-    const { command, connection } = this;
-    if (command !== undefined && command.next === null && connection._command !== command) {
-      // Still queued on the connection: it will be skipped when its turn comes, never sent.
-      command.start = () => null;
-      return this.deliverEarly(undefined, false);
-    }
-    if (connection.config === undefined) return this.deliverEarly('not_told', true);
-    this.kill = 'pending';
-    this.grace = setTimeout(() => this.onGrace(), CANCEL_GRACE_MS);
-    this.grace.unref();
-    this.killer.kill(connection.config, connection.threadId, (told) => {
-      this.kill = told ? 'told' : 'not_told';
-      const held = this.held;
-      this.held = undefined;
-      if (held !== undefined) return held();
-      if (!told) this.deliverEarly('not_told', true);
-    });
-  }
-
-  /**
-   * The KILL took too long: a result that already came is returned (the
-   * statement finished, its span says so), otherwise the caller gets its error.
-   */
-  private onGrace(): void {
-    const held = this.held;
-    if (held === undefined) return this.deliverEarly(this.kill === 'told' ? 'unconfirmed' : 'not_told', true);
-    this.held = undefined;
-    this.kill = 'not_told';
-    held();
-  }
-
-  private deliverEarly(cancel: DbCancel | undefined, sent: boolean): void {
-    if (this.delivered) return;
-    this.delivered = true;
-    clearTimeout(this.grace);
-    const error = this.statement.errorFor();
-    this.statement.settle(error, cancel, sent);
-    deliver(this.callback, error);
-  }
 }

@@ -4,65 +4,37 @@
  * table the statement itself writes; "stopped" in information_schema.processlist.
  */
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
-import { registerInstrumentations } from '@opentelemetry/instrumentation';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DeadlineCancelledError, DeadlineExceededError, DeadlineInstrumentation, InsufficientBudgetError, openDeadline } from '../../src';
+import { describe, expect, it } from 'vitest';
+import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError, openDeadline } from '../../src';
 import type { DeadlineNode } from '../../src/deadline';
 import { passedDeadline } from '../helpers/clock';
-import { installOtel, type TestOtel } from '../helpers/otel';
-import { createMysqlLog, MYSQL_CONFIG as CONFIG, MYSQL_LOG as LOG, ranOnMysql, runningOnMysql } from './mysql-fixture';
+import { MYSQL_CONFIG as CONFIG, MYSQL_LOG as LOG, ranOnMysql, runningOnMysql } from './mysql-fixture';
+import { mysqlSuite } from './mysql-suite';
 import { eventually, under } from './pg-fixture';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy';
 
+const t = mysqlSuite();
 
-let otel: TestOtel;
-let instrumentation: DeadlineInstrumentation;
-let mysql: typeof import('mysql2');
-let mysqlPromise: typeof import('mysql2/promise');
-let admin: import('mysql2/promise').Connection;
-const cleanups: (() => Promise<unknown> | void)[] = [];
-
-beforeAll(async () => {
-  otel = installOtel();
-  instrumentation = new DeadlineInstrumentation();
-  registerInstrumentations({ instrumentations: [instrumentation] });
-  const require = createRequire(import.meta.url);
-  mysql = require('mysql2');
-  mysqlPromise = require('mysql2/promise');
-  admin = await mysqlPromise.createConnection(CONFIG);
-  await createMysqlLog(admin);
-});
-afterAll(async () => {
-  await admin?.end();
-  instrumentation.disable();
-  await otel.shutdown();
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  otel.exporter.reset();
-});
-
-const ran = (tag: string) => ranOnMysql(admin, tag);
-const running = (marker: string) => runningOnMysql(admin, marker);
+const ran = (tag: string) => ranOnMysql(t.admin, tag);
+async function threadCount(id: number): Promise<number> {
+  const [rows] = await t.admin.query('SELECT count(*) AS n FROM information_schema.processlist WHERE id = ?', [id]);
+  return Number((rows as { n: number }[])[0].n);
+}
+const running = (marker: string) => runningOnMysql(t.admin, marker);
 
 async function connection(): Promise<import('mysql2/promise').Connection> {
-  const c = await mysqlPromise.createConnection(CONFIG);
-  cleanups.push(() => c.end());
+  const c = await t.mysqlPromise.createConnection(CONFIG);
+  t.cleanups.push(() => c.end());
   return c;
-}
-
-function mysqlSpans() {
-  return otel.spans().filter((s) => s.attributes['db.system.name'] === 'mysql');
 }
 
 describe('mysql2 before sending', () => {
   it('refuses an expired statement (promise, callback, execute, pool) and nothing reaches the server', async () => {
     const c = await connection();
-    const raw = mysql.createConnection(CONFIG);
-    cleanups.push(() => raw.end());
-    const pool = mysqlPromise.createPool({ ...CONFIG, connectionLimit: 1 });
-    cleanups.push(() => pool.end());
+    const raw = t.mysql.createConnection(CONFIG);
+    t.cleanups.push(() => raw.end());
+    const pool = t.mysqlPromise.createPool({ ...CONFIG, connectionLimit: 1 });
+    t.cleanups.push(() => pool.end());
     const tags = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
     const deadline = await passedDeadline();
     const errors = await under(deadline, () =>
@@ -75,14 +47,14 @@ describe('mysql2 before sending', () => {
     );
     for (const err of errors) expect(err).toBeInstanceOf(DeadlineExceededError);
     for (const tag of tags) expect(await ran(tag)).toBe(0);
-    const refused = mysqlSpans().filter((s) => s.attributes['deadline.outcome'] === 'not_started');
+    const refused = t.mysqlSpans().filter((s) => s.attributes['deadline.outcome'] === 'not_started');
     expect(refused.length).toBeGreaterThanOrEqual(3);
     for (const span of refused) expect(span.name).toBe('INSERT');
   });
 
   it('refuses with InsufficientBudgetError below minUsefulMs', async () => {
     const c = await connection();
-    instrumentation.setConfig({ minUsefulMs: 60_000 });
+    t.instrumentation.setConfig({ minUsefulMs: 60_000 });
     try {
       const tag = randomUUID();
       const deadline = openDeadline({ operation: 'short', timeoutMs: 5_000, parent: null });
@@ -91,7 +63,7 @@ describe('mysql2 before sending', () => {
       expect(await ran(tag)).toBe(0);
       deadline.dispose();
     } finally {
-      instrumentation.setConfig({});
+      t.instrumentation.setConfig({});
     }
   });
 });
@@ -112,15 +84,15 @@ describe('mysql2 in flight at the cutoff', () => {
     expect(await eventually(() => running(marker), 0)).toBe(0);
     const [after] = await c.query('SELECT CONNECTION_ID() AS id');
     expect((after as { id: number }[])[0].id).toBe((before as { id: number }[])[0].id);
-    const span = mysqlSpans().find((s) => s.attributes['deadline.db.cancel'] !== undefined)!;
+    const span = t.mysqlSpans().find((s) => s.attributes['deadline.db.cancel'] !== undefined)!;
     expect(span.name).toBe('SELECT');
     expect(span.attributes['deadline.db.cancel']).toBe('confirmed');
     expect(span.attributes['deadline.outcome']).toBe('expired');
   });
 
   it('pool: the killed statement’s connection goes back to the pool and is reused; a parent abort is CANCELLED', async () => {
-    const pool = mysqlPromise.createPool({ ...CONFIG, connectionLimit: 1 });
-    cleanups.push(() => pool.end());
+    const pool = t.mysqlPromise.createPool({ ...CONFIG, connectionLimit: 1 });
+    t.cleanups.push(() => pool.end());
     const [first] = await pool.query('SELECT CONNECTION_ID() AS id');
     const controller = new AbortController();
     const marker = randomUUID();
@@ -137,20 +109,20 @@ describe('mysql2 in flight at the cutoff', () => {
   });
 
   it('finished statements and pool waits leave nothing watching the deadline: dispose releases it', async () => {
-    const pool = mysqlPromise.createPool({ ...CONFIG, connectionLimit: 1 });
-    cleanups.push(() => pool.end());
+    const pool = t.mysqlPromise.createPool({ ...CONFIG, connectionLimit: 1 });
+    t.cleanups.push(() => pool.end());
     const deadline = openDeadline({ operation: 'scope', timeoutMs: 10_000, parent: null }) as DeadlineNode;
     // Two at once on a pool of one: the second waits for the first's connection.
     await under(deadline, () => Promise.all([pool.query('SELECT 1'), pool.execute('SELECT 2')]));
     expect(deadline.subscriberCount).toBe(0);
     deadline.dispose();
     expect(deadline.isArmed).toBe(false);
-    expect(mysqlSpans().map((s) => s.attributes['deadline.outcome'])).toEqual(['completed', 'completed']);
+    expect(t.mysqlSpans().map((s) => s.attributes['deadline.outcome'])).toEqual(['completed', 'completed']);
   });
 
   it('a pool waiter past the cutoff leaves the queue and never gets a connection', async () => {
-    const pool = mysql.createPool({ ...CONFIG, connectionLimit: 1 });
-    cleanups.push(() => new Promise((resolve) => pool.end(resolve)));
+    const pool = t.mysql.createPool({ ...CONFIG, connectionLimit: 1 });
+    t.cleanups.push(() => new Promise((resolve) => pool.end(resolve)));
     const holder = await new Promise<import('mysql2').PoolConnection>((resolve, reject) =>
       pool.getConnection((err, conn) => (err ? reject(err) : resolve(conn))),
     );
@@ -166,13 +138,31 @@ describe('mysql2 in flight at the cutoff', () => {
   });
 });
 
+describe('mysql2 queued on its connection at the cutoff', () => {
+  it('a statement still queued behind another is skipped, never sent; the one running is untouched', async () => {
+    const c = await connection();
+    const tag = randomUUID();
+    const running = c.query("SELECT SLEEP(0.4) AS slept, 'ahead' AS done");
+    const deadline = openDeadline({ operation: 'queued', timeoutMs: 100, parent: null });
+    const err = await under(deadline, () => c.query(`INSERT INTO ${LOG} (tag) VALUES (?)`, [tag]).catch((e: unknown) => e));
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    const [rows] = await running;
+    expect((rows as { slept: number; done: string }[])[0]).toEqual({ slept: 0, done: 'ahead' });
+    await c.query('SELECT 1');
+    expect(await ran(tag)).toBe(0);
+    const span = t.mysqlSpans().find((s) => s.name === 'INSERT')!;
+    expect(span.attributes['deadline.outcome']).toBe('expired');
+    expect(span.attributes['deadline.db.cancel']).toBeUndefined();
+  });
+});
+
 describe('the KILL path’s edges', () => {
   async function throughProxy(): Promise<{ proxy: TcpProxy; c: import('mysql2/promise').Connection }> {
     const proxy = await startTcpProxy(CONFIG.port);
-    cleanups.push(() => proxy.close());
+    t.cleanups.push(() => proxy.close());
     // The KILL connection is opened to the same host and port: through the proxy.
-    const c = await mysqlPromise.createConnection({ ...CONFIG, port: proxy.port });
-    cleanups.push(() => c.end().catch(() => {}));
+    const c = await t.mysqlPromise.createConnection({ ...CONFIG, port: proxy.port });
+    t.cleanups.push(() => c.end().catch(() => {}));
     return { proxy, c };
   }
 
@@ -188,7 +178,7 @@ describe('the KILL path’s edges', () => {
     // Answered near the cutoff, not after the 1 s statement (the server was never told).
     expect(elapsed).toBeLessThan(900);
     expect(await running(marker)).toBe(1);
-    const span = mysqlSpans().find((s) => s.attributes['deadline.db.cancel'] !== undefined)!;
+    const span = t.mysqlSpans().find((s) => s.attributes['deadline.db.cancel'] !== undefined)!;
     expect(span.attributes['deadline.db.cancel']).toBe('not_told');
     expect(span.attributes['deadline.outcome']).toBe('expired');
   });
@@ -203,19 +193,26 @@ describe('the KILL path’s edges', () => {
     const [next] = await c.query("SELECT SLEEP(0.2) AS slept, 'next' AS done");
     // SLEEP returns 1 when it was interrupted: the late KILL must not have reached this one.
     expect((next as { slept: number; done: string }[])[0]).toEqual({ slept: 0, done: 'next' });
-    const span = mysqlSpans().find((s) => s.attributes['deadline.db.cancel'] === 'too_late')!;
+    const span = t.mysqlSpans().find((s) => s.attributes['deadline.db.cancel'] === 'too_late')!;
     expect(span.attributes['deadline.outcome']).toBe('completed');
   });
-  it('a result held for a KILL that never comes is returned at the 1 s grace, as completed', async () => {
+
+  it('a KILL that does not settle within the 1 s bound: the caller gets its error, the connection is destroyed, never used again', async () => {
     const { proxy, c } = await throughProxy();
-    // The KILL connection is held 5 s, past the KILL's own 2 s bound: only the grace can release the result.
+    const [[{ id }]] = (await c.query('SELECT CONNECTION_ID() AS id')) as unknown as [[{ id: number }]];
+    // The KILL connection is held 5 s, past the 1 s bound (and the KILL's own 2 s one).
     proxy.delayNew(5_000);
-    const deadline = openDeadline({ operation: 'grace', timeoutMs: 100, parent: null });
+    const deadline = openDeadline({ operation: 'bound', timeoutMs: 100, parent: null });
     const started = performance.now();
-    const [rows] = await under(deadline, () => c.query("SELECT SLEEP(0.25), 'finished' AS done"));
-    expect((rows as { done: string }[])[0].done).toBe('finished');
-    expect(performance.now() - started).toBeLessThan(4_000); // the grace (1 s), not the held KILL (5 s)
-    const span = mysqlSpans().find((s) => s.attributes['deadline.db.cancel'] === 'too_late')!;
-    expect(span.attributes['deadline.outcome']).toBe('completed');
+    const err = await under(deadline, () => c.query("SELECT SLEEP(0.25), 'finished' AS done").catch((e: unknown) => e));
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    expect(performance.now() - started).toBeLessThan(4_000); // the bound (1 s), not the held KILL (5 s)
+    // A statement made after it never reaches the server: the connection is closed.
+    const next = await c.query('SELECT 1').catch((e: unknown) => e);
+    expect(next).toBeInstanceOf(Error);
+    expect(await eventually(() => threadCount(id), 0)).toBe(0);
+    const span = t.mysqlSpans().find((s) => s.attributes['deadline.db.cancel'] !== undefined)!;
+    expect(span.attributes['deadline.db.cancel']).toBe('not_told');
+    expect(span.attributes['deadline.outcome']).toBe('expired');
   });
 });
