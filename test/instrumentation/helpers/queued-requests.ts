@@ -72,6 +72,12 @@ export function queuedRequestSuite(setup: 'alone' | RegistrationOrder): void {
       const id = new URL(req.url ?? '/', 'http://x').searchParams.get('id') ?? '?';
       const at = req.headers['x-deadline-at-ms'];
       carried.set(id, typeof at === 'string' ? at : 'none');
+      if (id === 'stall') {
+        // Its body stops after the first chunk, until the test lets go: only a cut ends the read.
+        res.writeHead(200);
+        res.write('first chunk');
+        return void held.push(() => res.destroy());
+      }
       if (!isHeld(id)) return void res.end('ok');
       // Holds its connection until the test has queued the others behind it.
       held.push(() => res.end('ok'));
@@ -239,6 +245,28 @@ export function queuedRequestSuite(setup: 'alone' | RegistrationOrder): void {
         ['none', 'none'],
         ['long', String(Math.floor(long.expiresAtMs))],
       ]);
+    });
+
+    it('cuts the body of a queued request at its own cutoff; the request queued behind it still goes out', async () => {
+      const target = shape.open();
+      const opener = openDeadline({ operation: 'opener', timeoutMs: 20_000, parent: null });
+      const blockers = await hold(target, opener, shape.connections!);
+      // Long enough to be written and answered before its cutoff: the cut then lands while its body is read.
+      const stalled = openDeadline({ operation: 'stalled', timeoutMs: 1_000, parent: null });
+      const read = under(stalled, () => target.get('/?id=stall')).then(
+        () => 'read whole',
+        (error: unknown) => error,
+      );
+      const none = target.get('/?id=none');
+      releaseHeld();
+      // Only the cut ends this read: the server holds the rest of the body until the test lets go.
+      const error = await read;
+      releaseHeld();
+      await Promise.all([blockers.done, none]);
+      [opener, stalled].forEach((d) => d.dispose());
+      await target.close();
+      expect(error).toBeInstanceOf(DeadlineExceededError);
+      expect(carried.get('none')).toBe('none');
     });
   });
 }
