@@ -5,7 +5,8 @@ import { isTracingSuppressed } from '@opentelemetry/core';
 import { getDeadline, outgoingCallOf } from '../../src/context';
 import { IGNORED_CALL, type OutgoingCall } from './call';
 import { baggageWithoutDeadline, hasHeader, isDeadlineHeaderName, repeatsDeadlineHeader, settleUndiciRequestHeaders, stripDeadlineHeadersInList } from './headers';
-import { HEADER_BAGGAGE } from '../../src/attributes';
+import { HEADER_AT_MS, HEADER_BAGGAGE } from '../../src/attributes';
+import { dispatchingCall } from '../../src/dispatching-call';
 import { RequestClassPatcher } from './request-class';
 import { checkBeforeNextWrite, clearPendingWrite } from './socket-guard';
 import { claimsEarlyReject, rawHeader } from './reply';
@@ -86,6 +87,21 @@ function inCallerContext(ctx: Context, call: OutgoingCall | undefined): boolean 
   return call !== undefined || !connectionContexts.has(ctx);
 }
 
+/**
+ * The call a request being created belongs to, from the call marker `ctx`
+ * holds. In a context a connection was opened in, a marker under the context
+ * key may be the call of the request that opened the connection (a fetch,
+ * which runs in a context of its own), still waiting for a redirect hop: the
+ * request is tied to it only when it carries that call's own cutoff, as the
+ * hop does. Another request with the same cutoff would be judged the same.
+ */
+function callOfRequest(request: UndiciRequest, marker: OutgoingCall | undefined, ctx: Context): OutgoingCall | undefined {
+  if (marker === undefined || marker.settled) return undefined;
+  if (marker === dispatchingCall() || !connectionContexts.has(ctx)) return marker;
+  const atMs = rawHeader(request.headers as unknown[] | undefined, HEADER_AT_MS);
+  return atMs === String(Math.floor(marker.deadline.expiresAtMs)) ? marker : undefined;
+}
+
 /** The request is over: its call lets go of it, and a last check still armed on its socket is dropped. */
 function closeRequest(request: object, state: RequestState): void {
   const { call, socket } = state;
@@ -120,7 +136,9 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
       if (state?.headersSettled === true) return true;
       // Added by a propagator reading the context of a connection's callbacks (a
       // queued request being created): another request's deadline, not this one's.
-      if (state === undefined && !inGuardedCall() && connectionContexts.has(context.active())) return dropOffList(request as UndiciRequest, name, value);
+      if (state === undefined && dispatchingCall() === undefined && connectionContexts.has(context.active())) {
+        return dropOffList(request as UndiciRequest, name, value);
+      }
       // A subscriber ahead of ours (instrumentation-undici registered before
       // us) injects through a global propagator while the request is being
       // created: for a guarded call, whose options carried the headers, that
@@ -158,7 +176,7 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     const marker = outgoingCallOf(ctx) as OutgoingCall | typeof IGNORED_CALL | undefined;
     if (marker === IGNORED_CALL) return;
     requestClasses.patchClassOf(request);
-    const call = marker !== undefined && !marker.settled ? marker : undefined;
+    const call = callOfRequest(request as UndiciRequest, marker, ctx);
     // Every request is one hop: a redirect to a host off the list gets no deadline headers. Taking
     // them out is safe whichever context this is: a redirect hop copies its first hop's headers.
     const allowed = settings().propagatesTo;

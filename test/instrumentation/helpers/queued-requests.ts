@@ -80,7 +80,8 @@ export function queuedRequestSuite(setup: 'alone' | RegistrationOrder): void {
       }
       if (!isHeld(id)) return void res.end('ok');
       // Holds its connection until the test has queued the others behind it.
-      held.push(() => res.end('ok'));
+      const redirect = req.url?.includes('redirect') === true;
+      held.push(() => (redirect ? res.writeHead(302, { location: `/?id=redirected-${id}` }).end() : res.end('ok')));
       onHeld();
     });
   });
@@ -215,6 +216,30 @@ export function queuedRequestSuite(setup: 'alone' | RegistrationOrder): void {
       const wrong = [...carried].filter(([id, at]) => !isHeld(id) && own.get(id) !== at);
       expect(wrong.map(([id, at]) => `${id}: ${at}, own ${own.get(id)}`)).toEqual([]);
       expect(server.arrivals.filter((a) => !a.url.includes('hold'))).toHaveLength(QUEUED);
+    });
+  });
+
+  const fetchShapes = shapes.filter((shape) => shape.name.startsWith('global fetch'));
+  describe.each(fetchShapes)('$name: a redirect does not lend its deadline to the queue', (shape) => {
+    it('no-deadline requests drained while a fetch under a deadline follows a redirect carry no deadline', async () => {
+      const target = shape.open();
+      const deadline = openDeadline({ operation: 'redirected', timeoutMs: 10_000, parent: null });
+      const own = String(Math.floor(deadline.expiresAtMs));
+      // Each held reply is a redirect: its fetch is still under way (its call open) when the queue drains.
+      let arrivals = 0;
+      const count = shape.connections!;
+      const arrived = new Promise<void>((resolve) => (onHeld = () => ++arrivals === count && resolve()));
+      const redirected = Array.from({ length: count }, (_, i) => under(deadline, () => target.get(`/?id=hold-${i}&redirect`)));
+      await arrived;
+      const queued = Array.from({ length: QUEUED }, (_, i) => target.get(`/?id=${i}`));
+      releaseHeld();
+      await Promise.all([...redirected, ...queued]);
+      deadline.dispose();
+      await target.close();
+      const ownsDeadline = (id: string) => isHeld(id) || id.startsWith('redirected');
+      const wrong = [...carried].filter(([id, at]) => (ownsDeadline(id) ? at !== own : at !== 'none'));
+      expect(wrong.map(([id, at]) => `${id}: ${at}`)).toEqual([]);
+      expect([...carried.keys()].filter((id) => id.startsWith('redirected'))).toHaveLength(count);
     });
   });
 
