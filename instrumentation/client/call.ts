@@ -61,6 +61,7 @@ export class OutgoingCall extends LinkedItem implements DeadlineHeaderWriter, Ab
   private abortAction: ((reason: unknown) => void) | undefined;
   private attributes: Record<string, string | boolean> | undefined;
   private openRequests = 0;
+  private requestsTied = 0;
   private apiDone = false;
   /** How to stop watching a deadline that is not one of ours (ours are watched without a closure). */
   private unsubscribe: (() => void) | undefined;
@@ -119,6 +120,17 @@ export class OutgoingCall extends LinkedItem implements DeadlineHeaderWriter, Ab
 
   requestOpened(): void {
     this.openRequests++;
+    this.requestsTied++;
+  }
+
+  /**
+   * False while the undici channel has tied no request to this call: one that
+   * waited in a dispatcher's queue is created later, in another call's context,
+   * and cannot be told apart there (see connectionContexts in channels.ts). The
+   * transport wrapper then keeps the call armed past its API's result by other means.
+   */
+  get hasTiedRequest(): boolean {
+    return this.requestsTied > 0;
   }
 
   requestClosed(): void {

@@ -1,11 +1,12 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import type { Socket } from 'node:net';
-import { context } from '@opentelemetry/api';
+import { context, type Context } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { getDeadline, outgoingCallOf } from '../../src/context';
 import { IGNORED_CALL, type OutgoingCall } from './call';
 import { baggageWithoutDeadline, hasHeader, isDeadlineHeaderName, repeatsDeadlineHeader, settleUndiciRequestHeaders, stripDeadlineHeadersInList } from './headers';
-import { HEADER_BAGGAGE } from '../../src/attributes';
+import { HEADER_AT_MS, HEADER_BAGGAGE } from '../../src/attributes';
+import { dispatchingCall } from '../../src/dispatching-call';
 import { RequestClassPatcher } from './request-class';
 import { checkBeforeNextWrite, clearPendingWrite } from './socket-guard';
 import { claimsEarlyReject, rawHeader } from './reply';
@@ -62,6 +63,45 @@ function inGuardedCall(): boolean {
   return marker !== undefined && marker !== IGNORED_CALL && !marker.settled;
 }
 
+/**
+ * The contexts new undici connections were opened in. undici publishes
+ * `undici:client:beforeConnect` synchronously right before it opens the
+ * socket, so the socket, and every callback undici runs from it, keeps the
+ * context active there: that of whichever request opened the connection. A
+ * request that waited in a dispatcher's queue (a Pool's, an Agent's pools')
+ * is created from those callbacks when a connection frees up, in that context
+ * and not its caller's; so is a redirect hop. Such a context says nothing
+ * about the deadline of the request being created.
+ */
+const connectionContexts = new WeakSet<Context>();
+const onBeforeConnect = (): void => void connectionContexts.add(context.active());
+
+/**
+ * Whether a request being created now is created in its caller's context,
+ * as far as can be told: not in a context a connection was opened in (see
+ * connectionContexts). Its own call's synchronous dispatch always is: the
+ * connection is opened after the request that opens it is created, and a
+ * dispatcher's drain never runs inside another request's dispatch.
+ */
+function inCallerContext(ctx: Context, call: OutgoingCall | undefined): boolean {
+  return call !== undefined || !connectionContexts.has(ctx);
+}
+
+/**
+ * The call a request being created belongs to, from the call marker `ctx`
+ * holds. In a context a connection was opened in, a marker under the context
+ * key may be the call of the request that opened the connection (a fetch,
+ * which runs in a context of its own), still waiting for a redirect hop: the
+ * request is tied to it only when it carries that call's own cutoff, as the
+ * hop does. Another request with the same cutoff would be judged the same.
+ */
+function callOfRequest(request: UndiciRequest, marker: OutgoingCall | undefined, ctx: Context): OutgoingCall | undefined {
+  if (marker === undefined || marker.settled) return undefined;
+  if (marker === dispatchingCall() || !connectionContexts.has(ctx)) return marker;
+  const atMs = rawHeader(request.headers as unknown[] | undefined, HEADER_AT_MS);
+  return atMs === String(Math.floor(marker.deadline.expiresAtMs)) ? marker : undefined;
+}
+
 /** The request is over: its call lets go of it, and a last check still armed on its socket is dropped. */
 function closeRequest(request: object, state: RequestState): void {
   const { call, socket } = state;
@@ -94,6 +134,11 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
       const state = stateOf(request);
       if (state?.propagate === false) return dropOffList(request as UndiciRequest, name, value);
       if (state?.headersSettled === true) return true;
+      // Added by a propagator reading the context of a connection's callbacks (a
+      // queued request being created): another request's deadline, not this one's.
+      if (state === undefined && dispatchingCall() === undefined && connectionContexts.has(context.active())) {
+        return dropOffList(request as UndiciRequest, name, value);
+      }
       // A subscriber ahead of ours (instrumentation-undici registered before
       // us) injects through a global propagator while the request is being
       // created: for a guarded call, whose options carried the headers, that
@@ -131,8 +176,9 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     const marker = outgoingCallOf(ctx) as OutgoingCall | typeof IGNORED_CALL | undefined;
     if (marker === IGNORED_CALL) return;
     requestClasses.patchClassOf(request);
-    const call = marker !== undefined && !marker.settled ? marker : undefined;
-    // Every request is one hop: a redirect to a host off the list gets no deadline headers.
+    const call = callOfRequest(request as UndiciRequest, marker, ctx);
+    // Every request is one hop: a redirect to a host off the list gets no deadline headers. Taking
+    // them out is safe whichever context this is: a redirect hop copies its first hop's headers.
     const allowed = settings().propagatesTo;
     const involved = allowed !== undefined && (call !== undefined || (!isTracingSuppressed(ctx) && getDeadline(ctx) !== undefined));
     if (involved && !allowed(undiciRequestUrl(request))) {
@@ -141,7 +187,9 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
       call?.requestOpened();
       return;
     }
-    const contextFor = () => (isTracingSuppressed(ctx) || getDeadline(ctx) === undefined ? undefined : ctx);
+    // A request created outside its caller's context carries what its own options gave it, and no deadline from here.
+    const ownContext = inCallerContext(ctx, call);
+    const contextFor = () => (!ownContext || isTracingSuppressed(ctx) || getDeadline(ctx) === undefined ? undefined : ctx);
     const headersSettled = settleUndiciRequestHeaders(request, contextFor);
     if (!headersSettled && call === undefined) return;
     (request as Tracked)[stateKey] = { headersSettled, propagate: true, call, abortWrite: undefined, socket: undefined };
@@ -190,6 +238,7 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
   };
 
   const subscriptions: [string, (message: unknown) => void][] = [
+    ['undici:client:beforeConnect', onBeforeConnect],
     ['undici:request:create', onCreate],
     ['undici:client:sendHeaders', onSendHeaders],
     ['undici:request:headers', onResponseHeaders],

@@ -110,7 +110,11 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
             call.apiSettled();
             throw errorFromClaim(operation, call.deadline, claim);
           }
-          call.apiSettled();
+          // A request that waited in a dispatcher's queue was not tied to this call (see
+          // OutgoingCall#hasTiedRequest), and a fetch body does not say when it has all
+          // arrived: the call then stays armed until its cutoff, which errors a body still
+          // being read, as the caller's own signal would.
+          if (call.hasTiedRequest || call.observe || response.body == null) call.apiSettled();
           return response;
         },
         (error: unknown) => {

@@ -1,4 +1,4 @@
-import { Duplex } from 'node:stream';
+import { Duplex, Readable } from 'node:stream';
 import { context, type Context } from '@opentelemetry/api';
 import { beginCall, recordRefusal, type Decision } from './begin';
 import { runInCallTransport } from '../../src/dispatching-call';
@@ -157,6 +157,17 @@ async function checkRejectReply(data: ResponseData, call: OutgoingCall, operatio
   return data;
 }
 
+/**
+ * The call's result is out. A request the undici channel tied to the call
+ * keeps it armed until the whole response is in. One that waited in a
+ * dispatcher's queue was not tied to it (see OutgoingCall#hasTiedRequest): its
+ * body, still arriving, stays under the call's cutoff until the stream closes.
+ */
+function settleWithBody(call: OutgoingCall, body: unknown): void {
+  if (call.hasTiedRequest || call.observe || !(body instanceof Readable) || body.closed) return call.apiSettled();
+  body.once('close', () => call.apiSettled());
+}
+
 function callOriginal(original: AnyFunction, self: unknown, args: unknown[], ctx: Context | undefined): unknown {
   return ctx === undefined ? original.apply(self, args) : context.with(ctx, () => original.apply(self, args));
 }
@@ -297,7 +308,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
         } catch (error) {
           return fail(error);
         }
-        call.apiSettled();
+        settleWithBody(call, api === 'request' ? (result as ResponseData | undefined)?.body : undefined);
         resolveCall(result);
       };
       // request(opts, callback) sends its reply to the callback right after the options; undici's
