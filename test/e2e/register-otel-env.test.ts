@@ -41,7 +41,8 @@ function consoleSpans(stdout: string): number {
   return stdout.match(/^ {2}traceId: '[0-9a-f]{32}'/gm)?.length ?? 0;
 }
 
-describe('exporters from OTEL_TRACES_EXPORTER and OTEL_EXPORTER_OTLP_*', () => {
+// Hang guards, not speed checks: a child process takes over 20 s on a loaded 2-core machine.
+describe('exporters from OTEL_TRACES_EXPORTER and OTEL_EXPORTER_OTLP_*', { timeout: 90_000 }, () => {
   it('otlp by default over http/protobuf, the SDK default', async () => {
     const otlp = await collector(startHttpCollector);
     const run = await runApp('exit', otlp.url, { OTEL_EXPORTER_OTLP_PROTOCOL: '' });
@@ -99,9 +100,9 @@ describe('exporters from OTEL_TRACES_EXPORTER and OTEL_EXPORTER_OTLP_*', () => {
   });
 });
 
-describe('exit with a collector that never answers', () => {
-  // The exporter would wait for this long; the test's child is killed after 30 s.
-  const patientExporter = { OTEL_EXPORTER_OTLP_TIMEOUT: '60000', OTEL_BSP_EXPORT_TIMEOUT: '60000', OTEL_BSP_SCHEDULE_DELAY: '5000' };
+describe('exit with a collector that never answers', { timeout: 90_000 }, () => {
+  // The exporter would wait for this long; the test's child is killed after 60 s.
+  const patientExporter = { OTEL_EXPORTER_OTLP_TIMEOUT: '120000', OTEL_BSP_EXPORT_TIMEOUT: '120000', OTEL_BSP_SCHEDULE_DELAY: '5000' };
   const dropped = (ms: number): string =>
     `otel-deadline/register: not exported at exit (no answer within ${ms} ms): 2 of 2 spans by otlp (http/json)`;
 

@@ -61,5 +61,5 @@ describe('swapping auto-instrumentations-node/register for otel-deadline/registe
     }
     // Under auto-instrumentations-node alone, no span knows of a deadline.
     expect(auto.filter((span) => span.attributes['deadline.at_ms'] !== undefined)).toEqual([]);
-  }, 60_000);
+  }, 150_000);
 });

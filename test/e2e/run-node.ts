@@ -18,8 +18,9 @@ export interface RunOptions {
 
 /**
  * Runs `node <args>` from the repository root with only PATH and `env`, so
- * no OTEL_* variable of this process leaks in. Killed after 30 s: the apps
- * finish in about a second, and a hung one must fail the test, not stall it.
+ * no OTEL_* variable of this process leaks in. Killed after 60 s: the apps
+ * finish in about a second on an idle machine (over 20 s on a loaded 2-core
+ * one), and a hung one must fail the test, not stall it.
  * OTLP goes as JSON by default: the receiver these tests run reads only that
  * (the SDK's own default is http/protobuf). Of auto-instrumentations-node
  * (a devDependency here, so the register entry loads it) only http and
@@ -53,7 +54,7 @@ export function node(args: string[], env: Record<string, string>, options: RunOp
       }
     });
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
     child.once('error', fail);
     child.once('close', (code, signal) => {
       clearTimeout(timer);
