@@ -98,6 +98,13 @@ describe.each(['exceeded', 'insufficient'] as const)('koa default handler, %s', 
   });
 });
 
+describe('koa default handler, cancelled', () => {
+  it('answers 500: koa knows no 499 (what docs/faq.md says; koaDeadlineErrors answers 499)', async () => {
+    started = await startKoa(failures);
+    expect((await call(started, 'cancelled')).status).toBe(500);
+  });
+});
+
 describe('the helpers leave other errors to the framework', () => {
   const others: Failures = { plain: () => Promise.reject(new Error('boom')) };
 
