@@ -64,7 +64,7 @@ async function npmInstall(packages: string[]): Promise<void> {
 beforeAll(async () => {
   // The sources the build reads, without dist/: a tarball with a built dist/ proves prepack ran.
   mkdirSync(source);
-  for (const path of ['package.json', 'README.md', 'tsconfig.json', 'tsconfig.build.json', 'src', 'instrumentation', 'scripts']) {
+  for (const path of ['package.json', 'README.md', 'LICENSE', 'tsconfig.json', 'tsconfig.build.json', 'src', 'instrumentation', 'scripts']) {
     cpSync(join(root, path), join(source, path), { recursive: true });
   }
   symlinkSync(join(root, 'node_modules'), join(source, 'node_modules'), 'dir');
@@ -93,8 +93,16 @@ describe('npm pack', () => {
     for (const target of targets) expect(packed, target).toContain(target.replace(/^\.\//, ''));
   });
 
-  it('ships only the build, the README and package.json: no sources, tests or tooling', () => {
-    const unexpected = packed.filter((path) => !/^dist\/(cjs|esm)\//.test(path) && !['README.md', 'package.json'].includes(path));
+  it('ships the Apache-2.0 LICENSE that package.json names', () => {
+    expect(pkg.license).toBe('Apache-2.0');
+    expect(packed).toContain('LICENSE');
+    const text = readFileSync(join(root, 'LICENSE'), 'utf8');
+    expect(text).toMatch(/^\s*Apache License\s+Version 2\.0, January 2004/);
+    expect(text).toContain('END OF TERMS AND CONDITIONS');
+  });
+
+  it('ships only the build, the README, the LICENSE and package.json: no sources, tests or tooling', () => {
+    const unexpected = packed.filter((path) => !/^dist\/(cjs|esm)\//.test(path) && !['README.md', 'LICENSE', 'package.json'].includes(path));
     expect(unexpected).toEqual([]);
     expect(packed.filter((path) => /(^|\/)test\//.test(path) || path.endsWith('.ts') && !path.endsWith('.d.ts'))).toEqual([]);
   });
