@@ -1,9 +1,11 @@
 import { createRequire } from 'node:module';
 import { getNumberFromEnv } from '@opentelemetry/core';
-import type { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import type { SdkSpanProcessor } from '../src/processor/sdk-types';
 
-type BatchOptions = { exporter: OTLPTraceExporter } & Record<string, unknown>;
+/** A span exporter of either SDK line, kept opaque: only the SDK's processors call it. */
+export type SpanExporterLike = object;
+
+type BatchOptions = { exporter: SpanExporterLike } & Record<string, unknown>;
 type BatchProcessorClass = new (options: BatchOptions) => SdkSpanProcessor;
 
 /** The OTEL_BSP_* variables, as sdk-trace-base applies them on the 2.x line. */
@@ -20,7 +22,7 @@ const BATCH_ENV: [option: string, variable: string][] = [
  * (where sdk-trace-base wraps it) and the 3.x line (where sdk-trace-base is
  * gone). Resolving it next to sdk-node keeps the two from ever being copies.
  */
-export function createBatchSpanProcessor(exporter: OTLPTraceExporter): SdkSpanProcessor {
+export function createBatchSpanProcessor(exporter: SpanExporterLike): SdkSpanProcessor {
   const fromSdkNode = createRequire(require.resolve('@opentelemetry/sdk-node'));
   const { BatchSpanProcessor } = fromSdkNode('@opentelemetry/sdk-trace') as { BatchSpanProcessor: BatchProcessorClass };
   const options: BatchOptions = { exporter };

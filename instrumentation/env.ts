@@ -11,7 +11,7 @@ export class DeadlineEnvError extends Error {
 
 const MS_PATTERN = /^\d{1,15}(\.\d{1,6})?$/;
 
-function readMs(env: NodeJS.ProcessEnv, name: string): number | undefined {
+export function readMs(env: NodeJS.ProcessEnv, name: string): number | undefined {
   const raw = env[name];
   if (raw === undefined || raw.trim() === '') return undefined;
   const text = raw.trim();

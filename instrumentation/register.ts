@@ -1,42 +1,68 @@
 /**
  * `node --import otel-deadline/register app.mjs` (or `--require` for CommonJS):
  * starts the OpenTelemetry Node SDK with the deadline propagator (next to W3C
- * trace-context and baggage), the deadline span processor, the deadline, http
- * and undici instrumentations, and the OTLP/HTTP trace exporter configured by
- * the standard OTEL_* variables. DeadlineInstrumentation also covers @grpc/grpc-js
- * (without instrumentation-grpc: its spans are then our own). Deadline options
- * come from OTEL_DEADLINE_*.
+ * trace-context and baggage), the deadline span processor and
+ * DeadlineInstrumentation, configured by the standard OTEL_* variables:
+ * trace exporters from OTEL_TRACES_EXPORTER and OTEL_EXPORTER_OTLP_*
+ * (register-exporters.ts), metrics and logs by NodeSDK itself. The
+ * instrumentations are @opentelemetry/auto-instrumentations-node's when it is
+ * installed, else http and undici (register-instrumentations.ts).
+ * DeadlineInstrumentation also covers @grpc/grpc-js (without
+ * instrumentation-grpc: its spans are then our own). Deadline options come
+ * from OTEL_DEADLINE_*. At exit it waits for the exporters at most
+ * OTEL_DEADLINE_SHUTDOWN_TIMEOUT_MS (register-shutdown.ts).
  */
 // First: it stops with one line naming the command when a package loaded below is not installed.
 import './register-peers';
-import { register as registerLoaderHooks } from 'node:module';
+import { createRequire, register as registerLoaderHooks } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { isMainThread } from 'node:worker_threads';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
-import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
 import { DeadlineSpanProcessor } from '../src/processor/DeadlineSpanProcessor';
-import { createBatchSpanProcessor } from './batch-processor';
+import type { SdkSpanProcessor } from '../src/processor/sdk-types';
 import { DeadlineInstrumentation } from './DeadlineInstrumentation';
 import { effectiveMaxIncomingMs } from './config';
 import { DATABASE_MODULES } from './db/modules';
-import { configFromEnv } from './env';
+import { configFromEnv, readMs } from './env';
+import { countDelivered, droppedSpansLine, EndedSpanCounter } from './export-count';
+import { loadFromSdkNode, MissingExporterError, processorFor, traceExportersFromEnv } from './register-exporters';
+import { entryInstrumentations, loadAutoInstrumentations } from './register-instrumentations';
+import { flushOnExit } from './register-shutdown';
 import type { DeadlineInstrumentationConfig } from './types';
 
-/** ESM imports (`import { request } from 'undici'`) reach the instrumentations only through this loader hook. */
-function registerImportHook(): void {
+const DEFAULT_SHUTDOWN_TIMEOUT_MS = 1_000;
+
+/**
+ * ESM imports (`import { request } from 'undici'`) reach the instrumentations
+ * only through this loader hook: for our modules alone, or for every module
+ * when auto-instrumentations-node's instrumentations are loaded too.
+ */
+function registerImportHook(everyModule: boolean): void {
   if (typeof registerLoaderHooks !== 'function') return;
-  registerLoaderHooks('@opentelemetry/instrumentation/hook.mjs', pathToFileURL(__filename), {
-    data: { include: ['undici', 'http', 'https', 'node:http', 'node:https', ...DATABASE_MODULES, '@grpc/grpc-js'] },
-  });
+  const include = ['undici', 'http', 'https', 'node:http', 'node:https', ...DATABASE_MODULES, '@grpc/grpc-js'];
+  registerLoaderHooks('@opentelemetry/instrumentation/hook.mjs', pathToFileURL(__filename), everyModule ? undefined : { data: { include } });
 }
 
-function createSdk(config: DeadlineInstrumentationConfig): NodeSDK {
+function start(config: DeadlineInstrumentationConfig, shutdownTimeoutMs: number): void {
+  const load = loadFromSdkNode();
+  const warn = (line: string): void => void process.stderr.write(`${line}\n`);
+  let chosen;
+  try {
+    chosen = traceExportersFromEnv(load, warn).map(({ label, exporter }) => countDelivered(label, exporter));
+  } catch (error) {
+    if (!(error instanceof MissingExporterError)) throw error;
+    console.error(error.message);
+    process.exit(1);
+  }
+  const ended = new EndedSpanCounter();
+  const spanProcessors: SdkSpanProcessor[] = [new DeadlineSpanProcessor(), ended, ...chosen.map((counted) => processorFor(load, counted))];
+  // Resolved from this package's place in node_modules, as the application's own packages are.
+  const auto = loadAutoInstrumentations(createRequire(__filename));
+  registerImportHook(auto !== undefined);
   const deadline = new DeadlineInstrumentation(config);
-  return new NodeSDK({
+  const sdk = new NodeSDK({
     textMapPropagator: new CompositePropagator({
       propagators: [
         new W3CTraceContextPropagator(),
@@ -44,28 +70,16 @@ function createSdk(config: DeadlineInstrumentationConfig): NodeSDK {
         new DeadlinePropagator({ maxIncomingMs: effectiveMaxIncomingMs(config.maxIncomingMs, config.defaultTimeoutMs) }),
       ],
     }),
-    spanProcessors: [new DeadlineSpanProcessor(), createBatchSpanProcessor(new OTLPTraceExporter())],
-    instrumentations: [
-      new HttpInstrumentation({ requestHook: deadline.httpRequestHook }),
-      new UndiciInstrumentation({ requestHook: deadline.undiciRequestHook }),
-      deadline,
-    ],
+    spanProcessors,
+    instrumentations: entryInstrumentations(deadline, auto),
+    ...(auto === undefined ? {} : { resourceDetectors: auto.getResourceDetectors() }),
   });
-}
-
-/** Exports what is buffered when the process ends on its own or on a signal. */
-function shutdownOnExit(sdk: NodeSDK): void {
-  let stopping: Promise<void> | undefined;
-  const shutdown = (): Promise<void> => (stopping ??= sdk.shutdown().catch(() => {}));
-  process.once('beforeExit', () => void shutdown());
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-    process.once(signal, () => {
-      void shutdown().finally(() => {
-        // Re-raise only if the application has no handler of its own to exit with.
-        if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
-      });
-    });
-  }
+  sdk.start();
+  flushOnExit({
+    shutdown: () => sdk.shutdown(),
+    droppedLine: (why) => droppedSpansLine(ended.ended, chosen, why),
+    timeoutMs: shutdownTimeoutMs,
+  });
 }
 
 // Preloads also run in worker threads, the loader-hooks thread of Node 20
@@ -73,8 +87,5 @@ function shutdownOnExit(sdk: NodeSDK): void {
 if (isMainThread) {
   // Read first: a bad value stops the process before anything starts.
   const config = configFromEnv(process.env);
-  registerImportHook();
-  const sdk = createSdk(config);
-  sdk.start();
-  shutdownOnExit(sdk);
+  start(config, readMs(process.env, 'OTEL_DEADLINE_SHUTDOWN_TIMEOUT_MS') ?? DEFAULT_SHUTDOWN_TIMEOUT_MS);
 }

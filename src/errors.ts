@@ -4,6 +4,12 @@
  * copies of this package are loaded (one via `require`, one via `import`, or
  * two versions in node_modules).
  *
+ * Each also carries an HTTP status as `status` and `statusCode` (504 for a
+ * deadline that passed or a budget too small; 499, "client closed request",
+ * for a cancel by the caller) and `expose: true` (the message holds only
+ * operation names and times), which is what express, koa and fastify read
+ * when a handler throws one: they answer that status without a stack.
+ *
  * None of these is called `AbortError`: OpenTelemetry instrumentations treat
  * an AbortError as a deliberate cancel rather than a failure, and an expiry
  * must count as a failure.
@@ -32,8 +38,16 @@ function isoOrRaw(epochMs: number): string {
   return Number.isNaN(date.getTime()) ? String(epochMs) : date.toISOString();
 }
 
+/** The HTTP status of a deadline that passed, or of a budget too small: 504 Gateway Timeout. */
+export const DEADLINE_HTTP_STATUS = 504;
+/** The HTTP status of work the caller cancelled: 499, "client closed request". */
+export const CANCELLED_HTTP_STATUS = 499;
+
 export class DeadlineExceededError extends Error {
   readonly code = 'DEADLINE_EXCEEDED' as const;
+  readonly status = DEADLINE_HTTP_STATUS;
+  readonly statusCode = DEADLINE_HTTP_STATUS;
+  readonly expose = true;
   readonly operation: string;
   readonly expiresAtMs: number;
 
@@ -52,6 +66,9 @@ export class DeadlineExceededError extends Error {
 
 export class InsufficientBudgetError extends Error {
   readonly code = 'INSUFFICIENT_BUDGET' as const;
+  readonly status = DEADLINE_HTTP_STATUS;
+  readonly statusCode = DEADLINE_HTTP_STATUS;
+  readonly expose = true;
   readonly operation: string;
   readonly neededMs: number;
   readonly remainingMs: number;
@@ -75,6 +92,9 @@ export class InsufficientBudgetError extends Error {
 
 export class DeadlineCancelledError extends Error {
   readonly code = 'CANCELLED' as const;
+  readonly status = CANCELLED_HTTP_STATUS;
+  readonly statusCode = CANCELLED_HTTP_STATUS;
+  readonly expose = true;
   readonly operation: string;
 
   /** `cause` is the cancellation reason exactly as the canceller gave it. */

@@ -7,8 +7,11 @@ export {
   InsufficientBudgetError,
   DeadlineCancelledError,
   isDeadlineError,
+  DEADLINE_HTTP_STATUS,
+  CANCELLED_HTTP_STATUS,
   type DeadlineErrorCode,
 } from './errors';
+export { expressDeadlineErrors, koaDeadlineErrors, honoDeadlineErrors, type DeadlineErrorBody } from './frameworks';
 export {
   DeadlinePropagator,
   type DeadlinePropagatorConfig,

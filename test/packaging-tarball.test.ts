@@ -64,7 +64,7 @@ async function npmInstall(packages: string[]): Promise<void> {
 beforeAll(async () => {
   // The sources the build reads, without dist/: a tarball with a built dist/ proves prepack ran.
   mkdirSync(source);
-  for (const path of ['package.json', 'README.md', 'tsconfig.json', 'tsconfig.build.json', 'src', 'instrumentation', 'scripts']) {
+  for (const path of ['package.json', 'README.md', 'LICENSE', 'tsconfig.json', 'tsconfig.build.json', 'src', 'instrumentation', 'scripts']) {
     cpSync(join(root, path), join(source, path), { recursive: true });
   }
   symlinkSync(join(root, 'node_modules'), join(source, 'node_modules'), 'dir');
@@ -93,8 +93,16 @@ describe('npm pack', () => {
     for (const target of targets) expect(packed, target).toContain(target.replace(/^\.\//, ''));
   });
 
-  it('ships only the build, the README and package.json: no sources, tests or tooling', () => {
-    const unexpected = packed.filter((path) => !/^dist\/(cjs|esm)\//.test(path) && !['README.md', 'package.json'].includes(path));
+  it('ships the Apache-2.0 LICENSE that package.json names', () => {
+    expect(pkg.license).toBe('Apache-2.0');
+    expect(packed).toContain('LICENSE');
+    const text = readFileSync(join(root, 'LICENSE'), 'utf8');
+    expect(text).toMatch(/^\s*Apache License\s+Version 2\.0, January 2004/);
+    expect(text).toContain('END OF TERMS AND CONDITIONS');
+  });
+
+  it('ships only the build, the README, the LICENSE and package.json: no sources, tests or tooling', () => {
+    const unexpected = packed.filter((path) => !/^dist\/(cjs|esm)\//.test(path) && !['README.md', 'LICENSE', 'package.json'].includes(path));
     expect(unexpected).toEqual([]);
     expect(packed.filter((path) => /(^|\/)test\//.test(path) || path.endsWith('.ts') && !path.endsWith('.d.ts'))).toEqual([]);
   });
@@ -125,26 +133,46 @@ describe('installed from the tarball into an empty folder', () => {
     expect(JSON.parse(result.stdout)).toEqual({ sameModule: true, envError: true, outcome: 'deadline.outcome', lineage: true });
   });
 
-  it('has types that a strict TypeScript project compiles against', async () => {
-    writeFileSync(
-      join(app, 'typed.mts'),
-      `import { openDeadline, DeadlineEnvError, DeadlineAttributes, type ManagedDeadline } from 'otel-deadline';
+  describe('types, compiled as a strict nodenext project of the user compiles them', () => {
+    const consumer = `import { openDeadline, DeadlineEnvError, DeadlineAttributes, DeadlineExceededError, expressDeadlineErrors, type ManagedDeadline } from 'otel-deadline';
        import { renderText } from 'otel-deadline/lineage';
        import 'otel-deadline/register';
        const d: ManagedDeadline = openDeadline({ operation: 'typed', timeoutMs: 1_000, parent: null });
        const left: number = d.remainingMs();
        const name: 'deadline.outcome' = DeadlineAttributes.OUTCOME;
        const error: Error = new DeadlineEnvError('x');
+       const status: 504 = new DeadlineExceededError('typed', 0).status;
        const render: typeof renderText = renderText;
-       export { left, name, error, render };`,
-    );
-    const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-    const types = ['--typeRoots', join(root, 'node_modules', '@types'), '--types', 'node'];
-    const result = await run(process.execPath, [tsc, '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', ...types, 'typed.mts'], app);
-    expect(result.code, result.stdout + result.stderr).toBe(0);
-    // A hang guard, not a speed check: tsc reads Node's and OTel's types cold, a few seconds on an idle
-    // machine and over 20 s (the suite's default) on a loaded 2-core one; run() itself gives up at 120 s.
-  }, 150_000);
+       const handler: typeof expressDeadlineErrors = expressDeadlineErrors;
+       export { left, name, error, status, render, handler };`;
+
+    beforeAll(async () => {
+      // As a user has it: @types/node installed beside the package.
+      const typesNode = JSON.parse(readFileSync(join(root, 'node_modules', '@types', 'node', 'package.json'), 'utf8')).version;
+      await npmInstall([`@types/node@${typesNode}`]);
+      writeFileSync(join(app, 'typed-esm.mts'), consumer);
+      writeFileSync(join(app, 'typed-cjs.cts'), consumer);
+    }, 180_000);
+
+    // TypeScript 5 sees every installed @types package; from TypeScript 6, `types` defaults to [] and must name node.
+    it.each([
+      ['TypeScript 5', 'typescript', 5, {}],
+      ['TypeScript 7', 'typescript7', 7, { types: ['node'] }],
+    ] as const)('%s, ESM (.mts) and CommonJS (.cts)', async (_label, pkgDir, major, types) => {
+      const tsc = join(root, 'node_modules', pkgDir, 'bin', 'tsc');
+      const version = await run(process.execPath, [tsc, '--version'], app);
+      expect(version.stdout).toMatch(new RegExp(`^Version ${major}\\.`));
+      for (const file of ['typed-esm.mts', 'typed-cjs.cts']) {
+        const config = `tsconfig-${pkgDir}-${file}.json`;
+        const compilerOptions = { strict: true, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', noEmit: true, ...types };
+        writeFileSync(join(app, config), JSON.stringify({ compilerOptions, files: [file] }));
+        const result = await run(process.execPath, [tsc, '-p', config], app);
+        expect(result.code, `${file}: ${result.stdout}${result.stderr}`).toBe(0);
+      }
+      // A hang guard, not a speed check: tsc reads Node's and OTel's types cold, a few seconds on an idle
+      // machine and over 20 s (the suite's default) on a loaded 2-core one; run() itself gives up at 120 s.
+    }, 300_000);
+  });
 
   it('installs the deadline-lineage bin', async () => {
     const result = await run(join(app, 'node_modules', '.bin', 'deadline-lineage'), ['--help'], app, 30_000);

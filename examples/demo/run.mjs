@@ -2,7 +2,7 @@
 // then its deadline lineage as a tree and as a timeline page. No Docker.
 import { writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { buildTree, loadTraces, renderHtml, renderText } from '../../dist/cjs/src/lineage/index.js';
 import { startDemo } from './start.mjs';
 import { hopLine } from './report.mjs';
@@ -61,14 +61,15 @@ export async function runDemo({
   writeFileSync(htmlFile, renderHtml(trees, 'Deadline lineage: npm run demo'));
   const shown = (file) => relative(process.cwd(), file) || file;
   print(`\nTimeline: ${pathToFileURL(htmlFile).href}`);
-  const cli = shown(fileURLToPath(new URL('../../dist/cjs/src/lineage/cli.js', import.meta.url)));
+  // The package's own bin: npx finds it inside this clone (npm run demo runs from its root).
+  const cli = 'npx deadline-lineage';
   if (jaeger === undefined) {
     print(`Spans (OTLP/JSON lines): ${shown(demo.tracesFile)}`);
-    print(`Again from the file: node ${cli} ${shown(demo.tracesFile)} --trace ${answer.traceId} --fail-on-violation`);
+    print(`Again from the file: ${cli} ${shown(demo.tracesFile)} --trace ${answer.traceId} --fail-on-violation`);
   } else {
     print(`Read from Jaeger: ${jaeger.queryUrl}/api/traces/${answer.traceId}`);
-    print(`Again from Jaeger: node ${cli} ${jaeger.queryUrl} --trace ${answer.traceId}`);
-    print(`Search for lateness: node ${cli} ${jaeger.queryUrl} --service agent`);
+    print(`Again from Jaeger: ${cli} ${jaeger.queryUrl} --trace ${answer.traceId}`);
+    print(`Search for lateness: ${cli} ${jaeger.queryUrl} --service agent`);
   }
   return { answer, trees, htmlFile, tracesFile: demo.tracesFile };
 }

@@ -66,7 +66,16 @@ export async function startDemo({
   if (telemetry === 'register') {
     // Resolved here, inside the package, so it works whatever the working directory.
     execArgv = ['--import', import.meta.resolve('otel-deadline/register')];
-    Object.assign(env, { DEMO_TELEMETRY: 'register', OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none' });
+    Object.assign(env, {
+      DEMO_TELEMETRY: 'register',
+      OTEL_METRICS_EXPORTER: 'none',
+      OTEL_LOGS_EXPORTER: 'none',
+      // This repository has auto-instrumentations-node (a devDependency), which the entry would
+      // load: the demo shows the entry as installed without it (http and undici spans, no cloud
+      // resource lookups).
+      OTEL_NODE_ENABLED_INSTRUMENTATIONS: 'http,undici',
+      OTEL_NODE_RESOURCE_DETECTORS: 'env,host,os,process,serviceinstance',
+    });
   } else {
     env.DEMO_TELEMETRY = 'self';
   }

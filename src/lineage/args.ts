@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { INSTRUMENTATION_VERSION } from '../../instrumentation/names';
 
 /**
  * The lineage CLI's command line, read with `node:util`'s parseArgs so the
@@ -17,7 +18,13 @@ export interface CliOptions {
   limit: number;
 }
 
-export type ParsedArgs = { help: true } | { help: false; options: CliOptions };
+export type ParsedArgs =
+  | { help: true }
+  | { help: false; version: string }
+  | { help: false; version?: undefined; options: CliOptions };
+
+/** A trace id as OpenTelemetry writes it, 32 hex digits (either case), or a 64-bit Jaeger id of 16. */
+const TRACE_ID = /^([0-9a-f]{16}){1,2}$/i;
 
 /** A usage mistake: printed with a pointer to --help, exit 2. */
 export class UsageError extends Error {
@@ -49,6 +56,7 @@ Options:
   --html <file>          also write a self-contained timeline page to <file>
   --fail-on-violation    exit 1 when any span is flagged late (a CI gate)
   --timeout <ms>         how long to wait for Jaeger (default: ${DEFAULT_TIMEOUT_MS})
+  -V, --version          print the version
   -h, --help             display help for command
 
 Exit codes: 0 done, 1 violation found (with --fail-on-violation), 2 bad input.
@@ -95,6 +103,7 @@ export function parseCliArgs(argv: string[]): ParsedArgs {
         'fail-on-violation': { type: 'boolean' },
         timeout: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'V' },
       },
     });
   } catch (err) {
@@ -102,6 +111,8 @@ export function parseCliArgs(argv: string[]): ParsedArgs {
   }
   const { values, positionals } = parsed;
   if (values.help === true) return { help: true };
+  // The package's own version, through its self-reference (see instrumentation/names.ts).
+  if (values.version === true) return { help: false, version: INSTRUMENTATION_VERSION };
   if (positionals.length === 0) throw new UsageError("missing required argument 'source'");
   if (positionals.length > 1) {
     throw new UsageError(`too many arguments: expected 1 source but got ${positionals.length}`);
@@ -123,6 +134,9 @@ export function parseCliArgs(argv: string[]): ParsedArgs {
   };
   if (options.service !== undefined && options.trace !== undefined) {
     throw new UsageError('give either --trace (one trace) or --service (a search), not both');
+  }
+  if (options.trace !== undefined && !TRACE_ID.test(options.trace)) {
+    throw new UsageError(`option '--trace <id>' argument '${options.trace.slice(0, 64)}' is invalid. expected a trace id of 32 hex digits (or Jaeger's 16)`);
   }
   return { help: false, options };
 }

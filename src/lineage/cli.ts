@@ -78,6 +78,10 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
       io.out(HELP);
       return 0;
     }
+    if (parsed.version !== undefined) {
+      io.out(`${parsed.version}\n`);
+      return 0;
+    }
     const { options } = parsed;
     if (options.service !== undefined) {
       if (!isUrl(options.source)) throw new UsageError('--service searches a Jaeger query URL, not a file');

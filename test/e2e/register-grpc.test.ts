@@ -36,7 +36,8 @@ afterAll(async () => {
   await receiver.close();
 });
 
-describe('otel-deadline/register with a grpc-js app', () => {
+// Hang guards, not speed checks: a child process takes over 20 s on a loaded 2-core machine.
+describe('otel-deadline/register with a grpc-js app', { timeout: 90_000 }, () => {
   it('ESM under --import: the call is clamped to the budget and the handler inherits it', async () => {
     const run = await node(['--import', 'otel-deadline/register', join(fixtures, 'grpc-app.mjs'), '3000'], {
       OTEL_SERVICE_NAME: 'grpc-esm',

@@ -57,7 +57,8 @@ afterAll(async () => {
   await receiver.close();
 });
 
-describe('otel-deadline/register', () => {
+// Hang guards, not speed checks: a child process takes over 20 s on a loaded 2-core machine.
+describe('otel-deadline/register', { timeout: 90_000 }, () => {
   it('instruments an ESM app under --import, with options from OTEL_DEADLINE_*', async () => {
     const run = await node(['--import', 'otel-deadline/register', join(fixtures, 'app.mjs'), '3000'], {
       OTEL_SERVICE_NAME: 'esm-app',
@@ -115,7 +116,7 @@ describe('otel-deadline/register', () => {
   });
 });
 
-describe('the documented NodeSDK setup', () => {
+describe('the documented NodeSDK setup', { timeout: 90_000 }, () => {
   const scratch = join(root, 'test', '.tmp');
   const file = join(scratch, `instrumentation-${process.pid}.mjs`);
   afterAll(() => rmSync(file, { force: true }));

@@ -129,6 +129,19 @@ describe('npm run demo (node examples/demo/run.mjs on the built package)', () =>
     expect(gate.code).toBe(1);
     expect(gate.stdout).toContain('agent: cache.refresh');
   });
+
+  it('prints a re-run hint with npx deadline-lineage, which runs from the clone', async () => {
+    const hint = /^Again from the file: npx deadline-lineage (\S+) --trace ([0-9a-f]{32}) --fail-on-violation$/m.exec(stdout);
+    expect(hint, stdout).not.toBeNull();
+    // As npm run demo runs it: from the repository's root, where npx finds the package's own bin.
+    const rerun = await new Promise<{ code: number; out: string }>((resolvePromise) => {
+      execFile('npx', ['--no-install', 'deadline-lineage', join(dir, hint![1]), '--trace', hint![2], '--fail-on-violation'], { cwd: resolve(__dirname, '../..'), timeout: 60_000, encoding: 'utf8' }, (err, out) => {
+        resolvePromise({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, out });
+      });
+    });
+    expect(rerun.code, rerun.out).toBe(1);
+    expect(rerun.out).toContain(`trace ${hint![2]}`);
+  }, 60_000);
 });
 
 describe('the demo under `node --import otel-deadline/register` (the docker-compose command line, on loopback)', () => {

@@ -1,0 +1,58 @@
+/**
+ * How the register entry flushes telemetry at exit without changing how the
+ * application stops:
+ * - when the event loop empties (`beforeExit`), it shuts the SDK down and waits
+ *   at most `timeoutMs` for it; past that the process exits as it would have,
+ *   with its own exit code (an exporter retrying a missing collector would
+ *   otherwise hold it for about 10 s);
+ * - on SIGTERM or SIGINT with no handler of the application's, it flushes for
+ *   at most `timeoutMs`, then ends the process by the same signal, as Node
+ *   would have at once; when the application has a handler, that handler
+ *   alone decides, and a loop it lets empty flushes as above.
+ * Spans that were not delivered are reported in one line on stderr.
+ */
+
+export interface ExitFlush {
+  /** Shuts the SDK down (exports what is buffered). */
+  shutdown(): Promise<void>;
+  /** The dropped-spans line for this reason, or undefined when every span was delivered. */
+  droppedLine(why: string): string | undefined;
+  /** The most the exit waits for `shutdown`, in ms. */
+  timeoutMs: number;
+}
+
+/** Settles with whether `shutdown` finished within the bound; the timer never outlives it. */
+function boundedShutdown(flush: ExitFlush, stopping: Promise<void>): Promise<boolean> {
+  return new Promise((settle) => {
+    // Not unref'd: in beforeExit nothing else may hold the loop open to let it fire.
+    const timer = setTimeout(() => settle(false), flush.timeoutMs);
+    void stopping.then(() => {
+      clearTimeout(timer);
+      settle(true);
+    });
+  });
+}
+
+export function flushOnExit(flush: ExitFlush): void {
+  let stopping: Promise<void> | undefined;
+  const finish = async (): Promise<boolean> => {
+    stopping ??= flush.shutdown().catch(() => {});
+    const finished = await boundedShutdown(flush, stopping);
+    const line = flush.droppedLine(finished ? 'the exporter failed' : `no answer within ${flush.timeoutMs} ms`);
+    if (line !== undefined) process.stderr.write(`${line}\n`);
+    return finished;
+  };
+  process.once('beforeExit', () => {
+    void finish().then((finished) => {
+      // The application had ended; only an exporter still retrying keeps the loop open.
+      if (!finished) process.exit();
+    });
+  });
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(signal, () => {
+      // This listener is already removed: what is left is the application's own.
+      if (process.listenerCount(signal) > 0) return;
+      void finish().then(() => process.kill(process.pid, signal));
+    });
+  }
+}

@@ -1,0 +1,66 @@
+/**
+ * One-line error handlers for the web frameworks whose default handling of a
+ * deadline error thrown in a handler is not enough by itself. Each answers the
+ * error's `status` (504, or 499 for a cancel) with the small JSON body the
+ * package's own early refusal sends, `{"code":"DEADLINE_EXCEEDED"}`, and no
+ * stack. Unlike that refusal it sends no `x-deadline-expired` header: the
+ * handler did run, so a caller must not read the answer as "never started".
+ * Every other error goes on to the framework's own handling.
+ *
+ * fastify needs none (its default handler answers `statusCode` as JSON); koa's
+ * default answers 504 with the message, but turns 499 into 500.
+ * Typed structurally, so no framework is a dependency.
+ */
+import { isDeadlineError, type DeadlineErrorCode } from './errors';
+
+/** The body every helper sends. */
+export interface DeadlineErrorBody {
+  code: DeadlineErrorCode;
+}
+
+interface ExpressLikeResponse {
+  headersSent: boolean;
+  status(code: number): { json(body: unknown): unknown };
+}
+
+/** express: `app.use(expressDeadlineErrors)`, after the routes (express 4 and 5). */
+export function expressDeadlineErrors(err: unknown, _req: unknown, res: ExpressLikeResponse, next: (err?: unknown) => void): void {
+  if (!isDeadlineError(err) || res.headersSent) {
+    next(err);
+    return;
+  }
+  res.status(err.status).json({ code: err.code } satisfies DeadlineErrorBody);
+}
+
+interface KoaLikeContext {
+  status: number;
+  body: unknown;
+}
+
+/** koa: `app.use(koaDeadlineErrors)`, first, before the routes. */
+export async function koaDeadlineErrors(ctx: KoaLikeContext, next: () => Promise<unknown>): Promise<void> {
+  try {
+    await next();
+  } catch (err) {
+    if (!isDeadlineError(err)) throw err;
+    ctx.status = err.status;
+    ctx.body = { code: err.code } satisfies DeadlineErrorBody;
+  }
+}
+
+interface HonoLikeContext {
+  json(body: unknown, status: number): Response;
+  text(body: string, status: number): Response;
+}
+
+/**
+ * hono: `app.onError(honoDeadlineErrors)`. Other errors are answered as hono's
+ * default handler answers them (an HTTPException's own response, else 500).
+ */
+export function honoDeadlineErrors(err: Error, c: HonoLikeContext): Response {
+  if (isDeadlineError(err)) return c.json({ code: err.code } satisfies DeadlineErrorBody, err.status);
+  const withResponse = err as Error & { getResponse?: () => Response };
+  if (typeof withResponse.getResponse === 'function') return withResponse.getResponse();
+  console.error(err);
+  return c.text('Internal Server Error', 500);
+}
