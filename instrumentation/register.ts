@@ -23,7 +23,7 @@ import { createBatchSpanProcessor } from './batch-processor';
 import { DeadlineInstrumentation } from './DeadlineInstrumentation';
 import { effectiveMaxIncomingMs } from './config';
 import { DATABASE_MODULES } from './db/modules';
-import { configFromEnv } from './env';
+import { configFromEnv, processorConfigFromEnv } from './env';
 import type { DeadlineInstrumentationConfig } from './types';
 
 /** ESM imports (`import { request } from 'undici'`) reach the instrumentations only through this loader hook. */
@@ -44,7 +44,7 @@ function createSdk(config: DeadlineInstrumentationConfig): NodeSDK {
         new DeadlinePropagator({ maxIncomingMs: effectiveMaxIncomingMs(config.maxIncomingMs, config.defaultTimeoutMs) }),
       ],
     }),
-    spanProcessors: [new DeadlineSpanProcessor(), createBatchSpanProcessor(new OTLPTraceExporter())],
+    spanProcessors: [new DeadlineSpanProcessor(processorConfigFromEnv(process.env)), createBatchSpanProcessor(new OTLPTraceExporter())],
     instrumentations: [
       new HttpInstrumentation({ requestHook: deadline.httpRequestHook }),
       new UndiciInstrumentation({ requestHook: deadline.undiciRequestHook }),
