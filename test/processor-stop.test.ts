@@ -63,21 +63,24 @@ function blockFor(ms: number): void {
 describe('stop lag on real spans', () => {
   it('is measured from the abort reaching the span when its timer ran late, and a prompt stop is not late', async () => {
     let heardAt = 0;
+    let blockEnd = 0;
     const cutoffs: number[] = [];
-    await withDeadline({ operation: 'blocked', timeoutMs: 20, parent: null }, async (deadline) => {
+    // 150 ms: the signal is armed in the same synchronous step as the open, long before the cutoff, even on a loaded machine.
+    await withDeadline({ operation: 'blocked', timeoutMs: 150, parent: null }, async (deadline) => {
       cutoffs.push(performance.now() + deadline.remainingMs());
       const heard = aborted(deadline.signal).then(() => (heardAt = performance.now()));
-      // The cutoff's timer can only run after this: the abort reaches the span at least 200 ms past the cutoff.
-      blockFor(220);
+      // The cutoff's timer can only run after this: the abort reaches the span at least 250 ms past the cutoff.
+      blockFor(400);
+      blockEnd = performance.now();
       await heard;
     });
     const endedBy = performance.now();
     const a = otel.span('blocked').attributes;
-    expect(heardAt - cutoffs[0]).toBeGreaterThanOrEqual(195);
+    expect(heardAt - cutoffs[0]).toBeGreaterThanOrEqual(245);
     expect(a['deadline.outcome']).toBe('expired');
-    // From the abort (recorded just before the listener ran) to the span's end, which is before endedBy.
+    // From the abort (recorded after the block, when the timer ran) to the span's end, which is before endedBy.
     expect(a['deadline.stop_lag_ms']).toBeGreaterThanOrEqual(0);
-    expect(a['deadline.stop_lag_ms']).toBeLessThanOrEqual(Math.ceil(endedBy - heardAt) + 1);
+    expect(a['deadline.stop_lag_ms']).toBeLessThanOrEqual(Math.ceil(endedBy - blockEnd) + 1);
     expect(a['deadline.late']).toBeUndefined();
     expect(a['deadline.violation']).toBeUndefined();
   });
@@ -99,7 +102,8 @@ describe('stop lag on real spans', () => {
       otel.exporter.reset();
       await withDeadline({ operation: 'ignores', timeoutMs, parent: null }, () => sleep(timeoutMs + DEFAULT_LATE_GRACE_MS + 150));
       const a = otel.span('ignores').attributes;
-      expect(a['deadline.violation']).toBe('ended_after_deadline');
+      // On a loaded machine a 1 ms budget may be gone before the span starts: started_after_expiry too.
+      expect(String(a['deadline.violation']).split(',')).toContain('ended_after_deadline');
       expect(a['deadline.stop_lag_ms']).toBeGreaterThan(DEFAULT_LATE_GRACE_MS);
     }
   });
@@ -111,7 +115,7 @@ describe('stop lag on real spans', () => {
       await aborted(deadline.signal);
       await child;
     });
-    expect(otel.span('ignorer').attributes['deadline.violation']).toBe('ended_after_deadline');
+    expect(String(otel.span('ignorer').attributes['deadline.violation']).split(',')).toContain('ended_after_deadline');
     expect(otel.span('request').attributes['deadline.violation']).toBeUndefined();
     expect(otel.span('request').attributes['deadline.stop_lag_ms']).toBeGreaterThanOrEqual(300);
   });
@@ -134,7 +138,7 @@ describe('stop lag on real spans', () => {
       await aborted(deadline.signal);
     });
     await Promise.all([unwinding, goesOn]);
-    // A 20 ms clean-up could only exceed the 100 ms allowance after a stall of 80 ms between two timers; see the proof tests for load.
+    // A 20 ms clean-up could only exceed the 250 ms allowance after a stall of 230 ms between two timers; see test/late-proof.test.ts for load.
     expect(otel.span('unwinding').attributes['deadline.violation']).toBeUndefined();
     expect(otel.span('goes-on').attributes['deadline.violation']).toBe('ended_after_parent');
   });

@@ -228,7 +228,7 @@ describe('lateness', () => {
   });
 
   it('flags ended_after_deadline for work that ignores its signal', async () => {
-    // The work ignores its signal and ends at least 380 ms past the 20 ms cutoff, well beyond the 100 ms default allowance.
+    // The work ignores its signal and ends at least 380 ms past the 20 ms cutoff, well beyond the 250 ms default allowance.
     await withDeadline({ operation: 'stubborn', timeoutMs: 20, parent: null }, () => sleep(400));
     const a = otel.span('stubborn').attributes;
     expect(a['deadline.stop_lag_ms']).toBeGreaterThanOrEqual(380);

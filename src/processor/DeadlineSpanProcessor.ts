@@ -41,7 +41,7 @@ export interface DeadlineSpanProcessorConfig {
    * parent's end), the moment the deadline's abort reached it, and the end of
    * its last child; spans the package cut itself are judged by their stop
    * path instead (see stop-rule.ts and docs/lineage.md). The register entry
-   * reads it from OTEL_DEADLINE_LATE_GRACE_MS. Default 100.
+   * reads it from OTEL_DEADLINE_LATE_GRACE_MS. Default 250.
    */
   lateGraceMs?: number;
   /**
@@ -51,8 +51,12 @@ export interface DeadlineSpanProcessorConfig {
   stopLagBySpanName?: boolean;
 }
 
-/** The default stop allowance in ms: covers a reply written and promises unwound on a loaded event loop. */
-export const DEFAULT_LATE_GRACE_MS = 100;
+/**
+ * The default stop allowance in ms: a reply written and promises unwound after the last stop, on
+ * a loaded host where a process can stall 100 ms or more. The same as deadline-lineage's
+ * allowance across processes, so one number reads both.
+ */
+export const DEFAULT_LATE_GRACE_MS = 250;
 
 /** Where a span's deadline ends, which is all its children compare against. */
 interface Cutoff {
