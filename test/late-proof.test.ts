@@ -35,7 +35,8 @@ import type { RunningJaeger } from '../scripts/jaeger.mjs';
 import { activeWith, eventually, PG_CONFIG, requirePg } from './db/pg-fixture';
 import { installOtel, sleep, type TestOtel } from './helpers/otel';
 import { SKIP_JAEGER, startTestJaeger } from './lineage/helpers/jaeger';
-import { runCli } from './lineage/helpers/run-cli';
+import { runCli, type CliRun } from './lineage/helpers/run-cli';
+import { exportAsOtlpJson } from './lineage/helpers/scenario';
 
 const load = createRequire(import.meta.url);
 /**
@@ -105,7 +106,7 @@ beforeAll(async () => {
   await admin.connect();
 
   await listen('front', (req, res) =>
-    tracer().startActiveSpan('front: ask', async (span) => {
+    tracer().startActiveSpan('ask', async (span) => {
       const query = new URL(req.url ?? '/', 'http://x').searchParams;
       try {
         const calls = [get(`${url.api}/query?marker=${query.get('marker')}`)];
@@ -121,7 +122,7 @@ beforeAll(async () => {
     }),
   );
   await listen('api', (req, res) =>
-    tracer().startActiveSpan('api: query', async (span) => {
+    tracer().startActiveSpan('query', async (span) => {
       const marker = new URL(req.url ?? '/', 'http://x').searchParams.get('marker');
       try {
         await pool.query(`SELECT pg_sleep(3), '${marker}'`);
@@ -134,7 +135,7 @@ beforeAll(async () => {
     }),
   );
   await listen('ignorer', (_req, res) =>
-    tracer().startActiveSpan('ignorer: work', async (span) => {
+    tracer().startActiveSpan('work', async (span) => {
       // Ignores its deadline's signal: the work goes on IGNORER_WORK_MS past the cutoff.
       await sleep((getDeadline()?.remainingMs() ?? 0) + IGNORER_WORK_MS);
       span.end();
@@ -191,17 +192,20 @@ function expectCorrectCuts(run: Run): void {
   const [pgSpan] = run.spans.filter((s) => s.kind === SpanKind.CLIENT && s.attributes['deadline.db.cancel'] !== undefined);
   expect(pgSpan?.attributes['deadline.outcome']).toMatch(/^(expired|cancelled)$/);
   // front's server span answered its 504 after its cutoff: it has a stop lag, and it is not late.
-  const frontParent = byName(run, 'front: ask')[0]?.parentSpanContext?.spanId;
+  const frontParent = byName(run, 'ask')[0]?.parentSpanContext?.spanId;
   const [frontServer] = run.spans.filter((s) => s.kind === SpanKind.SERVER && s.spanContext().spanId === frontParent);
   expect(frontServer?.attributes['deadline.stop_lag_ms']).toBeTypeOf('number');
 }
+
+/** The span each server's handler opens, and the service it runs in. */
+const HANDLER_SERVICES: Record<string, string | undefined> = { ask: 'front', query: 'api', work: 'ignorer' };
 
 /** Exported copies named by service, so that Jaeger and the CLI show which server each span ran in. */
 function asServices(spans: ReadableSpan[]): ReadableSpan[] {
   const byId = new Map(spans.map((s) => [s.spanContext().spanId, s]));
   const handlerOf = new Map<string, string>();
   for (const s of spans) {
-    const service = /^(front|api|ignorer): /.exec(s.name)?.[1];
+    const service = HANDLER_SERVICES[s.name];
     const parent = s.parentSpanContext?.spanId;
     if (service !== undefined) {
       handlerOf.set(s.spanContext().spanId, service);
@@ -240,13 +244,51 @@ describe('work that ignores its abort is flagged, and only that', () => {
     for (let i = 0; i < IGNORER_RUNS; i++) {
       const run = await request(true);
       expectCorrectCuts(run);
-      expect(lateNames(run)).toEqual(['ignorer: work']);
-      const work = byName(run, 'ignorer: work')[0];
+      expect(lateNames(run)).toEqual(['work']);
+      const work = byName(run, 'work')[0];
       expect(String(work.attributes['deadline.violation']).split(',')).toContain('ended_after_parent');
       expect(work.attributes['deadline.stop_lag_ms']).toBeGreaterThan(IGNORER_WORK_MS / 2);
       lastRuns.ignorer = run;
     }
   }, 120_000);
+});
+
+/** The CLI's verdict on the correct-cuts trace and on the ignorer's, however it read them. */
+function expectCliVerdicts(good: CliRun, bad: CliRun): void {
+  expect(good.stderr).toBe('');
+  expect(good.stdout).not.toContain('✗ LATE');
+  expect(good.stdout).toMatch(/^summary: 0 late children, [1-9]\d* exceeded, [1-9]\d* aborted, 0 refused$/m);
+  expect(good.code).toBe(0);
+
+  expect(bad.stderr).toBe('');
+  const flagged = bad.stdout.split('\n').filter((line) => line.includes('✗ LATE'));
+  expect(flagged).toHaveLength(1);
+  expect(flagged[0]).toMatch(/ignorer: work .*✗ LATE ended_after_parent,ended_after_deadline$/);
+  expect(bad.stdout).toMatch(/^summary: 1 late child, /m);
+  expect(bad.code).toBe(1);
+}
+
+/** docs/lineage.md shows the two outputs side by side: LATE_PROOF_OUT=dir writes them there. */
+function keepForDocs(good: CliRun, bad: CliRun, suffix: string): void {
+  const out = process.env.LATE_PROOF_OUT;
+  if (out === undefined) return;
+  mkdirSync(resolve(out), { recursive: true });
+  writeFileSync(resolve(out, `correct-cuts${suffix}.txt`), good.stdout);
+  writeFileSync(resolve(out, `ignorer${suffix}.txt`), bad.stdout);
+}
+
+describe('deadline-lineage on the same traces, from an OTLP/JSON file', () => {
+  it('finds no late span in the correct cuts and exactly the ignorer in the other trace', async () => {
+    const dir = resolve(__dirname, '.tmp/late-proof');
+    mkdirSync(dir, { recursive: true });
+    const files = { good: resolve(dir, 'correct-cuts.jsonl'), bad: resolve(dir, 'ignorer.jsonl') };
+    await exportAsOtlpJson(asServices(lastRuns.correct!.spans), files.good);
+    await exportAsOtlpJson(asServices(lastRuns.ignorer!.spans), files.bad);
+    const good = await runCli([files.good, '--fail-on-violation']);
+    const bad = await runCli([files.bad, '--fail-on-violation']);
+    expectCliVerdicts(good, bad);
+    keepForDocs(good, bad, '');
+  }, 60_000);
 });
 
 describe.skipIf(SKIP_JAEGER)('deadline-lineage reading the same traces back from a real Jaeger', () => {
@@ -270,25 +312,8 @@ describe.skipIf(SKIP_JAEGER)('deadline-lineage reading the same traces back from
     await traceFromJaeger(query, ignorer.traceId, { minSpans: ignorer.spans.length, timeoutMs: 30_000 });
 
     const good = await runCli([query, '--trace', correct.traceId, '--fail-on-violation']);
-    expect(good.stderr).toBe('');
-    expect(good.stdout).not.toContain('✗ LATE');
-    expect(good.stdout).toMatch(/^summary: 0 late children, [1-9]\d* exceeded, [1-9]\d* aborted, 0 refused$/m);
-    expect(good.code).toBe(0);
-
     const bad = await runCli([query, '--trace', ignorer.traceId, '--fail-on-violation']);
-    expect(bad.stderr).toBe('');
-    const flagged = bad.stdout.split('\n').filter((line) => line.includes('✗ LATE'));
-    expect(flagged).toHaveLength(1);
-    expect(flagged[0]).toMatch(/ignorer: ignorer: work .*✗ LATE ended_after_parent,ended_after_deadline$/);
-    expect(bad.stdout).toMatch(/^summary: 1 late child, /m);
-    expect(bad.code).toBe(1);
-
-    // docs/lineage.md shows these two outputs side by side: LATE_PROOF_OUT=dir writes them there.
-    const out = process.env.LATE_PROOF_OUT;
-    if (out !== undefined) {
-      mkdirSync(resolve(out), { recursive: true });
-      writeFileSync(resolve(out, 'correct-cuts.txt'), good.stdout);
-      writeFileSync(resolve(out, 'ignorer.txt'), bad.stdout);
-    }
+    expectCliVerdicts(good, bad);
+    keepForDocs(good, bad, '-jaeger');
   }, 90_000);
 });
