@@ -1,4 +1,5 @@
 import { compileHostList, splitHostList } from './hosts';
+import type { DeadlineSpanProcessorConfig } from '../src/processor/DeadlineSpanProcessor';
 import type { DeadlineInstrumentationConfig } from './types';
 
 /** A startup configuration error; its message names the environment variable. */
@@ -72,5 +73,13 @@ export function configFromEnv(env: NodeJS.ProcessEnv): DeadlineInstrumentationCo
   }
   const propagateTo = readHostList(env, 'OTEL_DEADLINE_PROPAGATE_TO');
   if (propagateTo !== undefined) config.propagateTo = propagateTo;
+  // The span processor's variable (processorConfigFromEnv), checked here too: the register entry reads this first, so a bad value stops it before anything starts.
+  processorConfigFromEnv(env);
   return config;
+}
+
+/** DeadlineSpanProcessor options from OTEL_DEADLINE_* variables (the stop allowance). Throws DeadlineEnvError on a bad value. */
+export function processorConfigFromEnv(env: NodeJS.ProcessEnv): DeadlineSpanProcessorConfig {
+  const lateGraceMs = readMs(env, 'OTEL_DEADLINE_LATE_GRACE_MS');
+  return lateGraceMs === undefined ? {} : { lateGraceMs };
 }

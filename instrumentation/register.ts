@@ -25,7 +25,7 @@ import type { SdkSpanProcessor } from '../src/processor/sdk-types';
 import { DeadlineInstrumentation } from './DeadlineInstrumentation';
 import { effectiveMaxIncomingMs } from './config';
 import { DATABASE_MODULES } from './db/modules';
-import { configFromEnv, readMs } from './env';
+import { configFromEnv, processorConfigFromEnv, readMs } from './env';
 import { countDelivered, droppedSpansLine, EndedSpanCounter } from './export-count';
 import { loadFromSdkNode, MissingExporterError, processorFor, traceExportersFromEnv } from './register-exporters';
 import { entryInstrumentations, loadAutoInstrumentations } from './register-instrumentations';
@@ -57,7 +57,7 @@ function start(config: DeadlineInstrumentationConfig, shutdownTimeoutMs: number)
     process.exit(1);
   }
   const ended = new EndedSpanCounter();
-  const spanProcessors: SdkSpanProcessor[] = [new DeadlineSpanProcessor(), ended, ...chosen.map((counted) => processorFor(load, counted))];
+  const spanProcessors: SdkSpanProcessor[] = [new DeadlineSpanProcessor(processorConfigFromEnv(process.env)), ended, ...chosen.map((counted) => processorFor(load, counted))];
   // Resolved from this package's place in node_modules, as the application's own packages are.
   const auto = loadAutoInstrumentations(createRequire(__filename));
   registerImportHook(auto !== undefined);

@@ -14,6 +14,8 @@ export const ATTR_DEADLINE_ABORT_CODE = 'deadline.abort.code';
 export const ATTR_DEADLINE_ABORT_REASON = 'deadline.abort.reason';
 export const ATTR_DEADLINE_LATE = 'deadline.late';
 export const ATTR_DEADLINE_VIOLATION = 'deadline.violation';
+/** Ms from the later of the cutoff and the abort reaching the span to its end; only on spans that ended after their cutoff. */
+export const ATTR_DEADLINE_STOP_LAG_MS = 'deadline.stop_lag_ms';
 
 export type DeadlineOutcome = 'completed' | 'expired' | 'cancelled' | 'not_started' | 'unknown';
 export type DeadlineViolation =
@@ -27,8 +29,12 @@ export type DeadlineViolation =
 export const METRIC_VIOLATIONS = 'deadline.violations';
 export const METRIC_ABORTS = 'deadline.aborts';
 export const METRIC_REMAINING = 'deadline.remaining';
-/** Attribute on the `deadline.remaining` histogram. */
+/** Histogram of `deadline.stop_lag_ms`, by span kind and abort code (and span name when asked for). */
+export const METRIC_STOP_LAG = 'deadline.stop_lag';
+/** Attribute on the `deadline.remaining` and `deadline.stop_lag` histograms. */
 export const ATTR_SPAN_KIND = 'span.kind';
+/** Attribute on the `deadline.stop_lag` histogram, only with the processor's `stopLagBySpanName` option. */
+export const ATTR_SPAN_NAME = 'span.name';
 
 export const HEADER_REMAINING_MS = 'x-deadline-remaining-ms';
 export const HEADER_AT_MS = 'x-deadline-at-ms';
@@ -60,6 +66,7 @@ export const DeadlineAttributes = {
   ABORT_REASON: ATTR_DEADLINE_ABORT_REASON,
   LATE: ATTR_DEADLINE_LATE,
   VIOLATION: ATTR_DEADLINE_VIOLATION,
+  STOP_LAG_MS: ATTR_DEADLINE_STOP_LAG_MS,
   WOULD_ABORT: 'deadline.would_abort',
   WOULD_REJECT: 'deadline.would_reject',
 } as const;
@@ -69,7 +76,9 @@ export const DeadlineMetrics = {
   VIOLATIONS: METRIC_VIOLATIONS,
   ABORTS: METRIC_ABORTS,
   REMAINING: METRIC_REMAINING,
+  STOP_LAG: METRIC_STOP_LAG,
   SPAN_KIND_ATTRIBUTE: ATTR_SPAN_KIND,
+  SPAN_NAME_ATTRIBUTE: ATTR_SPAN_NAME,
 } as const;
 
 /** Wire names: the headers written and read, and the baggage key. */

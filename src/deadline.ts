@@ -206,6 +206,8 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
   /** The nearest watch point strictly above this node: the one an armed node registers with. */
   private readonly watchAbove: DeadlineNode | undefined;
   private reason: unknown = NOT_ABORTED;
+  /** When `reason` was recorded, on the monotonic clock: when the abort reached whatever listens here. */
+  private abortedAtMono: number | undefined = undefined;
   private controller: AbortController | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private armed = false;
@@ -340,11 +342,13 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
    * clock read: what a guard checks before it sends anything.
    */
   leftBeforeAbort(): number {
+    let now: number | undefined;
     if (this.reason === NOT_ABORTED && this.cancellationAbove() === NOT_ABORTED) {
-      const left = this.cutoffMono - monotonicNow();
+      now = monotonicNow();
+      const left = this.cutoffMono - now;
       if (left > 0) return left;
     }
-    return this.abortBeforeStart();
+    return this.abortBeforeStart(now);
   }
 
   /**
@@ -352,10 +356,10 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
    * leftBeforeAbort into their per-call wrappers, where every byte of it
    * counts against TurboFan's inlining budget.
    */
-  private abortBeforeStart(): number {
+  private abortBeforeStart(nowMono: number | undefined): number {
     if (this.reason === NOT_ABORTED) {
       const cancelled = this.cancellationAbove();
-      this.abort(cancelled !== NOT_ABORTED ? cancelled : this.cutoffOwner.expiryReason());
+      this.abort(cancelled !== NOT_ABORTED ? cancelled : this.cutoffOwner.expiryReason(nowMono), nowMono);
     }
     return -1;
   }
@@ -377,6 +381,23 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
     if (left > 0) return undefined;
     const owner = this.cutoffOwner;
     return owner.reason !== NOT_ABORTED ? owner.reason : new DeadlineExceededError(owner.operation, owner.expiresAtMs);
+  }
+
+  /**
+   * @internal When the abort `peekAbortReasonAt` finds was recorded, on the
+   * monotonic clock: here, at the watch point above whose cancellation it is,
+   * or at the node whose cutoff this one shares. Undefined when nobody has
+   * recorded it yet (no timer ran and nothing asked): no listener has been
+   * told. Reads no clock and records nothing; for the span processor's stop lag.
+   */
+  peekAbortRecordedAtMono(): number | undefined {
+    if (this.reason !== NOT_ABORTED) return this.abortedAtMono;
+    let found: number | undefined;
+    for (let point = this.watch; point !== undefined; point = point.watchAbove) {
+      if (point.reason !== NOT_ABORTED) found = point.abortedAtMono;
+      else if (point.armed) break;
+    }
+    return found ?? this.cutoffOwner.abortedAtMono;
   }
 
   /**
@@ -428,13 +449,17 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
    * may be aborted from outside: unarmed descendants find a watch point's
    * abort by themselves, not a plain node's.
    */
-  abort(reason: unknown): void {
+  abort(reason: unknown, nowMono?: number): void {
     if (this.reason !== NOT_ABORTED) return;
+    // When the abort reached this node (and what it pushes to): the span processor measures stop lag from it.
+    // The caller's own clock read when it has one, else one read per abort (rare).
+    const at = nowMono ?? monotonicNow();
     // Iterative, so a 100k-deep armed chain cannot overflow the stack.
     const pending: DeadlineNode[] = [this];
     for (let node = pending.pop(); node !== undefined; node = pending.pop()) {
       if (node.reason !== NOT_ABORTED) continue;
       node.reason = reason;
+      node.abortedAtMono = at;
       const children = node.armedChildren;
       node.armedChildren = undefined;
       if (children !== undefined) {
@@ -462,7 +487,10 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
     if (this.reason !== NOT_ABORTED) return this.reason;
     const cancelled = this.cancellationAbove();
     if (cancelled !== NOT_ABORTED) this.abort(cancelled);
-    else if (monotonicNow() >= this.cutoffMono) this.abort(this.cutoffOwner.expiryReason());
+    else {
+      const now = monotonicNow();
+      if (now >= this.cutoffMono) this.abort(this.cutoffOwner.expiryReason(now), now);
+    }
     return this.reason;
   }
 
@@ -488,8 +516,8 @@ export class DeadlineNode extends LinkedItem implements ManagedDeadline {
   }
 
   /** The cutoff owner's expiry reason, created once: every node sharing the cutoff throws the same object. */
-  private expiryReason(): unknown {
-    if (this.reason === NOT_ABORTED) this.abort(new DeadlineExceededError(this.operation, this.expiresAtMs));
+  private expiryReason(nowMono?: number): unknown {
+    if (this.reason === NOT_ABORTED) this.abort(new DeadlineExceededError(this.operation, this.expiresAtMs), nowMono);
     return this.reason;
   }
 

@@ -228,9 +228,10 @@ describe('lateness', () => {
   });
 
   it('flags ended_after_deadline for work that ignores its signal', async () => {
-    // The work ignores its signal and ends at least 60 ms past the 20 ms cutoff, well beyond the 10 ms default grace.
-    await withDeadline({ operation: 'stubborn', timeoutMs: 20, parent: null }, () => sleep(80));
+    // The work ignores its signal and ends at least 380 ms past the 20 ms cutoff, well beyond the 250 ms default allowance.
+    await withDeadline({ operation: 'stubborn', timeoutMs: 20, parent: null }, () => sleep(400));
     const a = otel.span('stubborn').attributes;
+    expect(a['deadline.stop_lag_ms']).toBeGreaterThanOrEqual(380);
     expect(a['deadline.late']).toBe(true);
     expect(a['deadline.violation']).toBe('ended_after_deadline');
     expect(a['deadline.outcome']).toBe('expired');

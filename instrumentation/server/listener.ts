@@ -4,7 +4,7 @@ import { context, SpanStatusCode, type Context, type Span } from '@opentelemetry
 import { getRPCMetadata, RPCType } from '@opentelemetry/core';
 import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
 import { DeadlineNode } from '../../src/deadline';
-import { DeadlineCancelledError } from '../../src/errors';
+import { abortCodeOf, DeadlineCancelledError } from '../../src/errors';
 import type { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
 import {
   ATTR_DEADLINE_ABORT_CODE,
@@ -109,6 +109,12 @@ function admit(host: ServerHost, request: IncomingMessage, response: ServerRespo
         [ATTR_DEADLINE_ABORT_CODE]: reason.code,
         [ATTR_DEADLINE_ABORT_REASON]: reason.message,
       });
+    } else if (disconnected) {
+      // Aborted already (its cutoff), then the caller hung up: the span ends now, on the
+      // disconnect, when it could. Written before it ends, so the span processor knows the
+      // package ended it and does not count a slow disconnect as work going on (stop-rule.ts).
+      const code = abortCodeOf(deadline.abortReason);
+      span?.setAttributes({ [ATTR_DEADLINE_OUTCOME]: code === 'CANCELLED' ? 'cancelled' : 'expired', [ATTR_DEADLINE_ABORT_CODE]: code });
     }
     deadline.dispose();
   });

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { INSTRUMENTATION_VERSION } from '../../instrumentation/names';
+import { REMOTE_GRACE_MS } from './remote';
 
 /**
  * The lineage CLI's command line, read with `node:util`'s parseArgs so the
@@ -16,6 +17,8 @@ export interface CliOptions {
   service?: string;
   lookbackMs: number;
   limit: number;
+  /** The allowance for lateness across processes, in ms. */
+  graceMs: number;
 }
 
 export type ParsedArgs =
@@ -54,6 +57,8 @@ Options:
   --lookback <time>      how far back a search looks, e.g. 30m, 1h, 2d (default: ${DEFAULT_LOOKBACK})
   --limit <n>            at most this many traces per search query (default: ${DEFAULT_LIMIT})
   --html <file>          also write a self-contained timeline page to <file>
+  --grace <ms>           allowance for lateness across processes: a callee may go on this long after its
+                         caller ended, for clock skew and its stop path (default: ${REMOTE_GRACE_MS})
   --fail-on-violation    exit 1 when any span is flagged late (a CI gate)
   --timeout <ms>         how long to wait for Jaeger (default: ${DEFAULT_TIMEOUT_MS})
   -V, --version          print the version
@@ -67,6 +72,16 @@ function positiveInt(flag: string, value: string | undefined, fallback: number, 
   const n = Number(value);
   if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n <= 0) {
     throw new UsageError(`option '${flag}' argument '${value}' is invalid. expected ${what}`);
+  }
+  return n;
+}
+
+/** A whole number of ms, zero allowed. */
+function wholeMs(flag: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!/^\d{1,9}$/.test(value.trim()) || !Number.isSafeInteger(n)) {
+    throw new UsageError(`option '${flag}' argument '${value}' is invalid. expected a whole number of ms`);
   }
   return n;
 }
@@ -102,6 +117,7 @@ export function parseCliArgs(argv: string[]): ParsedArgs {
         html: { type: 'string' },
         'fail-on-violation': { type: 'boolean' },
         timeout: { type: 'string' },
+        grace: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'V' },
       },
@@ -131,6 +147,7 @@ export function parseCliArgs(argv: string[]): ParsedArgs {
     timeoutMs: positiveInt('--timeout <ms>', values.timeout, DEFAULT_TIMEOUT_MS, 'a positive whole number of ms'),
     lookbackMs,
     limit: positiveInt('--limit <n>', values.limit, DEFAULT_LIMIT, 'a positive whole number'),
+    graceMs: wholeMs('--grace <ms>', values.grace, REMOTE_GRACE_MS),
   };
   if (options.service !== undefined && options.trace !== undefined) {
     throw new UsageError('give either --trace (one trace) or --service (a search), not both');

@@ -2,7 +2,7 @@
 import { writeFile } from 'node:fs/promises';
 import { HELP, parseCliArgs, UsageError, type CliOptions } from './args';
 import { isUrl, LineageInputError, loadTraces } from './load';
-import { buildTree, hasViolation, isLate, type LineageTree } from './tree';
+import { buildTreeWith, hasViolation, isLate, type LineageTree } from './tree';
 import { renderText } from './text';
 import { renderHtml } from './html';
 import { searchJaeger } from './search';
@@ -28,7 +28,7 @@ async function writePage(file: string, trees: LineageTree[], title: string): Pro
 async function showTraces(options: CliOptions, io: CliIo): Promise<number> {
   const { source } = options;
   const traces = await loadTraces(source, { traceId: options.trace, timeoutMs: options.timeoutMs });
-  const trees = traces.map(buildTree);
+  const trees = traces.map((trace) => buildTreeWith(trace, { graceMs: options.graceMs }));
   if (options.html !== undefined) {
     await writePage(options.html, trees, `Deadline lineage: ${isUrl(source) ? source : source.split('/').pop()}`);
   }
@@ -46,7 +46,7 @@ function lookbackText(ms: number): string {
 
 async function search(options: CliOptions & { service: string }, io: CliIo): Promise<number> {
   const result = await searchJaeger(options.source, options);
-  const trees = result.traces.map(buildTree);
+  const trees = result.traces.map((trace) => buildTreeWith(trace, { graceMs: options.graceMs }));
   const late = trees.filter((tree) => tree.ordered.some(isLate));
   const window = `service ${options.service}, last ${lookbackText(options.lookbackMs)}`;
   const asked = result.queries.map((q) => `${q.tag} (${q.traces})`).join(', ');

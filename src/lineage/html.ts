@@ -176,7 +176,7 @@ export function renderHtml(trees: LineageTree[], title = 'Deadline lineage'): st
     const late = `<span class="${s.late.length + s.remoteLate.length > 0 ? 'bad' : ''}">${s.late.length} late${remote}</span>`;
     return (
       `<section data-trace-id="${escapeHtml(tree.traceId)}"><h2>trace ${escapeHtml(tree.traceId)}</h2>` +
-      `<p class="summary">${s.spans} spans: ${late}, ${s.exceeded} exceeded, ${s.aborted} aborted, ${s.refused} refused</p>` +
+      `<p class="summary">${s.spans} spans, ${s.children} under the root: ${late}, ${s.exceeded} exceeded, ${s.aborted} aborted, ${s.refused} refused</p>` +
       `${renderSvg(tree)}<details><summary>text view</summary><pre>${escapeHtml(renderText(tree))}</pre></details></section>`
     );
   });

@@ -8,6 +8,7 @@ import {
   ATTR_DEADLINE_QUEUE_DWELL_MS,
   ATTR_DEADLINE_REMAINING_AT_END_MS,
   ATTR_DEADLINE_REMAINING_MS,
+  ATTR_DEADLINE_STOP_LAG_MS,
   ATTR_DEADLINE_VIOLATION,
   ATTR_DEADLINE_WIRE_SKEW_MS,
 } from '../attributes';
@@ -51,6 +52,8 @@ export interface DeadlineFacts {
   abortCode: string | undefined;
   queueDwellMs: number | undefined;
   wireSkewMs: number | undefined;
+  /** From the later of the cutoff and the abort reaching the span to its end (spans that ended after their cutoff). */
+  stopLagMs: number | undefined;
 }
 
 function numberOf(value: TagValue | undefined): number | undefined {
@@ -88,6 +91,7 @@ export function deadlineFacts(span: LineageSpan): DeadlineFacts {
     abortCode: stringOf(a[ATTR_DEADLINE_ABORT_CODE]),
     queueDwellMs: numberOf(a[ATTR_DEADLINE_QUEUE_DWELL_MS]),
     wireSkewMs: numberOf(a[ATTR_DEADLINE_WIRE_SKEW_MS]),
+    stopLagMs: numberOf(a[ATTR_DEADLINE_STOP_LAG_MS]),
   };
 }
 

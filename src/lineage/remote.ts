@@ -5,9 +5,13 @@ import type { LineageNode } from './tree';
  * a process boundary in one trace (a CLIENT span and the SERVER span it caused,
  * or a PRODUCER and its CONSUMER):
  *
- * - `remote_ended_after_caller`: the server span ended after the client span
- *   that called it. The caller gave up (or was answered by a proxy) and the
- *   callee kept working, e.g. a tool server that ignores the deadline.
+ * - `remote_ended_after_caller`: the server span went on after the client span
+ *   that called it ended, by more than the allowance. The caller gave up (or
+ *   was answered by a proxy) and the callee kept working, e.g. a tool server
+ *   that ignores the deadline. The span processor's rule, across processes:
+ *   the callee should stop when its caller ended, or when its own last child
+ *   ended if that was later (that child is judged on its own, so a server
+ *   waiting for its database's cancel round trip is not blamed for it).
  * - `remote_started_after_cutoff`: the remote child started after the cutoff
  *   its caller ran under: the request or message waited on the way past it.
  *
@@ -31,6 +35,13 @@ export interface RemoteLateness {
  */
 export const REMOTE_GRACE_MS = 250;
 
+/** The end of the node's last child in the trace, in epoch microseconds, or undefined. */
+function lastChildEndUs(node: LineageNode): number | undefined {
+  let last: number | undefined;
+  for (const child of node.children) if (last === undefined || child.span.endUs > last) last = child.span.endUs;
+  return last;
+}
+
 const CALLERS = new Set(['client', 'producer']);
 const CALLEES = new Set(['server', 'consumer']);
 
@@ -41,8 +52,12 @@ export function remoteLateness(node: LineageNode, graceMs = REMOTE_GRACE_MS): Re
   const found: RemoteLateness[] = [];
   // A producer's span ends at the send; only a client waits for the answer.
   if (parent.span.kind === 'client' && node.span.kind === 'server') {
-    const overMs = (node.span.endUs - parent.span.endUs) / 1000;
-    if (overMs > graceMs) found.push({ violation: 'remote_ended_after_caller', byMs: overMs });
+    const childEnd = lastChildEndUs(node);
+    const stopAtUs = childEnd !== undefined && childEnd > parent.span.endUs ? childEnd : parent.span.endUs;
+    // Reported as the time past the caller's end, which is what a reader compares in the trace.
+    if ((node.span.endUs - stopAtUs) / 1000 > graceMs) {
+      found.push({ violation: 'remote_ended_after_caller', byMs: (node.span.endUs - parent.span.endUs) / 1000 });
+    }
   }
   const cutoffMs = parent.facts.atMs ?? node.facts.atMs;
   if (cutoffMs !== undefined) {

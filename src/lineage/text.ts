@@ -39,6 +39,7 @@ function outcomeText(node: LineageNode): string {
   const { facts } = node;
   const parts = facts.present ? [facts.outcome ?? '-'] : ['(no deadline)'];
   if (facts.present && facts.abortCode !== undefined) parts.push(printable(facts.abortCode));
+  if (facts.present && facts.stopLagMs !== undefined) parts.push(`stop lag ${ms(facts.stopLagMs)} ms`);
   if (isLate(node)) parts.push(`✗ LATE ${printable(lateReasons(node).join(','))}`);
   return parts.join('  ');
 }
@@ -92,6 +93,12 @@ export function renderText(tree: LineageTree): string {
   return out.join('\n');
 }
 
+/** What each number of the summary counts; docs/lineage.md says the same. */
+export const SUMMARY_LEGEND =
+  'late children = flagged deadline.late by their own span processor; exceeded = still running at their cutoff; ' +
+  'aborted = cut or cancelled while running; refused = never started for lack of budget';
+const REMOTE_LEGEND = 'late across processes = went on after their remote caller ended, or started after its cutoff, by more than --grace';
+
 export function renderSummary(tree: LineageTree): string {
   const summary = summarize(tree);
   const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -99,6 +106,8 @@ export function renderSummary(tree: LineageTree): string {
     `summary: ${plural(summary.late.length, 'late child')}`.replace('childs', 'children') +
       `, ${summary.exceeded} exceeded, ${summary.aborted} aborted, ${summary.refused} refused` +
       (summary.remoteLate.length > 0 ? `, ${summary.remoteLate.length} late across processes` : ''),
+    `legend: of the ${plural(summary.children, 'span')} under the root, ${SUMMARY_LEGEND}` +
+      (summary.remoteLate.length > 0 ? `; ${REMOTE_LEGEND}` : ''),
   ];
   for (const node of summary.late) {
     const parent = node.parent;

@@ -1,5 +1,10 @@
 import { deadlineFacts, isRefused, type DeadlineFacts, type LineageSpan, type LineageTrace } from './model';
-import { remoteLateness, type RemoteLateness } from './remote';
+import { remoteLateness, REMOTE_GRACE_MS, type RemoteLateness } from './remote';
+
+export interface TreeOptions {
+  /** The allowance for lateness across processes, in ms (`--grace`); default REMOTE_GRACE_MS. */
+  graceMs?: number;
+}
 
 export interface LineageNode {
   span: LineageSpan;
@@ -26,8 +31,11 @@ export interface LineageTree {
   rootCutoffMs: number | undefined;
 }
 
+/** Counted over the root's descendants only: the root is the request itself, never its own child. */
 export interface LineageSummary {
   spans: number;
+  /** Spans other than the trace's root: what every count below is taken over. */
+  children: number;
   late: LineageNode[];
   /** Spans late across a process boundary (see remote.ts); a span can be in both lists. */
   remoteLate: LineageNode[];
@@ -42,6 +50,12 @@ export interface LineageSummary {
  * Duplicate span ids are kept as separate lines; children attach to the first.
  */
 export function buildTree(trace: LineageTrace): LineageTree {
+  return buildTreeWith(trace, {});
+}
+
+/** buildTree with options (the CLI's `--grace`). */
+export function buildTreeWith(trace: LineageTrace, options: TreeOptions): LineageTree {
+  const graceMs = options.graceMs ?? REMOTE_GRACE_MS;
   const nodes = trace.spans.map(
     (span): LineageNode => ({
       span,
@@ -97,7 +111,7 @@ export function buildTree(trace: LineageTrace): LineageTree {
     ordered.push(node);
   }
 
-  for (const node of nodes) node.remote = remoteLateness(node);
+  for (const node of nodes) node.remote = remoteLateness(node, graceMs);
 
   const origin = roots.length > 0 ? roots[0] : nodes[0];
   return {
@@ -110,8 +124,18 @@ export function buildTree(trace: LineageTrace): LineageTree {
 }
 
 export function summarize(tree: LineageTree): LineageSummary {
-  const summary: LineageSummary = { spans: tree.ordered.length, late: [], remoteLate: [], exceeded: 0, aborted: 0, refused: 0 };
+  const root = tree.roots[0];
+  const summary: LineageSummary = {
+    spans: tree.ordered.length,
+    children: tree.ordered.length - (root === undefined ? 0 : 1),
+    late: [],
+    remoteLate: [],
+    exceeded: 0,
+    aborted: 0,
+    refused: 0,
+  };
   for (const node of tree.ordered) {
+    if (node === root) continue;
     const { facts } = node;
     if (facts.late) summary.late.push(node);
     if (node.remote.length > 0) summary.remoteLate.push(node);

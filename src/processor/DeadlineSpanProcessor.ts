@@ -16,9 +16,11 @@ import {
   ATTR_DEADLINE_REMAINING_AT_END_MS,
   ATTR_DEADLINE_REMAINING_MS,
   ATTR_DEADLINE_SOURCE,
+  ATTR_DEADLINE_STOP_LAG_MS,
   ATTR_DEADLINE_VIOLATION,
   ATTR_DEADLINE_WIRE_SKEW_MS,
   ATTR_SPAN_KIND,
+  ATTR_SPAN_NAME,
   type DeadlineOutcome,
   type DeadlineViolation,
 } from '../attributes';
@@ -27,17 +29,34 @@ import { showStartedSpan } from './started-spans';
 import { addSpanStateKey, removeSpanStateKey } from './statement-in-flight';
 import type { ProcessedSpan, SdkSpanProcessor } from './sdk-types';
 import { countAdded, directAttributes, type AttributeMap } from './direct-attributes';
+import { judgeStop } from './stop-rule';
 
 export interface DeadlineSpanProcessorConfig {
   /** Where the metrics go. Default: the global MeterProvider at first use (a no-op if none). */
   meterProvider?: MeterProvider;
   /**
-   * A span that ends within this many ms after its cutoff is not flagged
-   * `ended_after_deadline`: that is the time an enforced abort takes to unwind.
-   * Default 10.
+   * The stop allowance: how long a span may go on after the point it should
+   * have stopped before it is flagged `ended_after_deadline` or
+   * `ended_after_parent`. That point is the later of its cutoff (or its
+   * parent's end), the moment the deadline's abort reached it, and the end of
+   * its last child; spans the package cut itself are judged by their stop
+   * path instead (see stop-rule.ts and docs/lineage.md). The register entry
+   * reads it from OTEL_DEADLINE_LATE_GRACE_MS. Default 250.
    */
   lateGraceMs?: number;
+  /**
+   * Adds the span's name as a `span.name` label to the `deadline.stop_lag`
+   * histogram. Off by default: span names can be many (a route, a statement).
+   */
+  stopLagBySpanName?: boolean;
 }
+
+/**
+ * The default stop allowance in ms: a reply written and promises unwound after the last stop, on
+ * a loaded host where a process can stall 100 ms or more. The same as deadline-lineage's
+ * allowance across processes, so one number reads both.
+ */
+export const DEFAULT_LATE_GRACE_MS = 250;
 
 /** Where a span's deadline ends, which is all its children compare against. */
 interface Cutoff {
@@ -47,13 +66,21 @@ interface Cutoff {
 }
 
 interface SpanState extends Cutoff {
+  /** The cutoff on the monotonic clock for any deadline (approximate for a foreign one), and the span's start. */
+  stopCutoffMono: number;
+  startMono: number;
+  /** Set when the span ends, for its children's ended_after_parent. */
+  endedAtMono: number | undefined;
+  /** The end of its last child that has ended: a parent waiting on a child's stop is not late for it. */
+  lastChildEndMono: number | undefined;
   /**
    * Until the span ends. Dropped then: an ended span can wait seconds in an
    * exporter's queue, and would keep its deadline node (and what that holds)
    * alive all that time; its children only need the cutoff.
    */
   deadline: Deadline | undefined;
-  parentSpan: { ended?: boolean } | undefined;
+  /** The in-process parent's state (a consumer's producer excluded), until this span ends. */
+  parentState: SpanState | undefined;
   startViolations: readonly DeadlineViolation[];
   /** Set once the end has been recorded. */
   finished: boolean;
@@ -92,10 +119,11 @@ interface EndRecord {
   abortCode?: string;
   abortReason?: string;
   violation?: string;
+  stopLagMs?: number;
 }
 
 /** The most attributes one EndRecord holds. */
-const MAX_END_RECORD_KEYS = 14;
+const MAX_END_RECORD_KEYS = 15;
 
 /**
  * Histogram attributes of the span kinds whose start is recorded, built once.
@@ -112,6 +140,17 @@ const HOP_ENTRY_ATTRIBUTES: Partial<Record<SpanKind, Attributes>> = {
 };
 
 const NO_VIOLATIONS: readonly DeadlineViolation[] = Object.freeze([]);
+
+const KIND_NAMES: Record<SpanKind, string> = {
+  [SpanKind.INTERNAL]: 'internal',
+  [SpanKind.SERVER]: 'server',
+  [SpanKind.CLIENT]: 'client',
+  [SpanKind.PRODUCER]: 'producer',
+  [SpanKind.CONSUMER]: 'consumer',
+};
+
+/** Outcomes a guard writes when it cut the span's work at an abort. */
+const CUT_OUTCOMES: ReadonlySet<unknown> = new Set(['expired', 'cancelled', 'unknown']);
 
 /** Compares on the monotonic clock when both are ours, so equal cutoffs compare exactly. */
 function isLaterThan(deadline: Deadline, parent: Cutoff): boolean {
@@ -131,12 +170,6 @@ function isLaterThan(deadline: Deadline, parent: Cutoff): boolean {
  * command guard) would end and export it twice. Other Deadline
  * implementations are asked through the public interface.
  */
-
-/** Milliseconds to the cutoff, negative once it has passed. */
-function signedLeft(deadline: Deadline): number {
-  if (deadline instanceof DeadlineNode) return deadline.cutoffMono - monotonicNow();
-  return deadline.expiresAtMs - Date.now();
-}
 
 /** The abort reason at the look that found `left` ms to the cutoff; undefined if none. */
 function abortReasonAt(deadline: Deadline, left: number): unknown {
@@ -183,12 +216,19 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   private anySealed = false;
   private readonly instruments: () => DeadlineInstruments;
   private readonly lateGraceMs: number;
+  private readonly stopLagBySpanName: boolean;
+  /** The stop-lag histogram's attributes per span kind and abort code, built once each. */
+  private readonly stopLagAttributes = new Map<string, Attributes>();
   /** Set by the first onEnding call: this SDK ends spans through it. */
   private sdkCallsOnEnding = false;
 
   constructor(config: DeadlineSpanProcessorConfig = {}) {
     this.instruments = lazyInstruments(config.meterProvider);
-    this.lateGraceMs = config.lateGraceMs === undefined ? 10 : checkDuration('lateGraceMs', config.lateGraceMs);
+    this.lateGraceMs = config.lateGraceMs === undefined ? DEFAULT_LATE_GRACE_MS : checkDuration('lateGraceMs', config.lateGraceMs);
+    if (config.stopLagBySpanName !== undefined && typeof config.stopLagBySpanName !== 'boolean') {
+      throw new TypeError('stopLagBySpanName must be a boolean');
+    }
+    this.stopLagBySpanName = config.stopLagBySpanName === true;
     addSpanStateKey(this.stateKey);
   }
 
@@ -196,7 +236,8 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const deadline = deadlineIn(parentContext);
     if (deadline === undefined) return;
     showStartedSpan(span);
-    const signed = deadline instanceof DeadlineNode ? signedLeft(deadline) : deadline.remainingMs();
+    const startMono = monotonicNow();
+    const signed = deadline instanceof DeadlineNode ? deadline.cutoffMono - startMono : deadline.remainingMs();
     const remaining = signed > 0 ? signed : 0;
     const abortReason = abortReasonAt(deadline, signed);
     // Once the SDK has shown it calls onEnding, the start attributes wait for
@@ -205,7 +246,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const startWritten = !this.sdkCallsOnEnding;
     if (startWritten) writeStartAttributes(span, startValues(deadline, remaining));
 
-    const parentSpan = trace.getSpan(parentContext) as unknown as { ended?: boolean } | undefined;
+    const parentSpan = trace.getSpan(parentContext) as unknown as object | undefined;
     const parentState = parentSpan === undefined ? undefined : this.stateOf(parentSpan);
     // The same deadline as the parent's has the same cutoff: never later.
     const later = parentState !== undefined && parentState.deadline !== deadline && isLaterThan(deadline, parentState);
@@ -219,12 +260,17 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
 
     // Only in-process SDK spans can be compared; a remote parent has no `ended`. A
     // consumer runs after its producer span ended by design: that is not lateness.
-    const localParent = parentState !== undefined && span.kind !== SpanKind.CONSUMER ? parentSpan : undefined;
+    const localParent = span.kind !== SpanKind.CONSUMER ? parentState : undefined;
+    const cutoffMono = deadline instanceof DeadlineNode ? deadline.cutoffMono : undefined;
     this.keepState(span, {
       deadline,
-      cutoffMono: deadline instanceof DeadlineNode ? deadline.cutoffMono : undefined,
+      cutoffMono,
       expiresAtMs: deadline.expiresAtMs,
-      parentSpan: localParent,
+      stopCutoffMono: cutoffMono ?? startMono + signed,
+      startMono,
+      endedAtMono: undefined,
+      lastChildEndMono: undefined,
+      parentState: localParent,
       startViolations,
       finished: false,
       startRemainingMs: remaining,
@@ -246,7 +292,9 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const attributes = span.attributes;
     const preset = attributes[ATTR_DEADLINE_OUTCOME] as DeadlineOutcome | undefined;
     // Signed: negative once the cutoff has passed. The outcome and the abort code below go by the same look.
-    const left = signedLeft(deadline);
+    const endMono = monotonicNow();
+    const left = deadline instanceof DeadlineNode ? deadline.cutoffMono - endMono : deadline.expiresAtMs - Date.now();
+    state.endedAtMono = endMono;
     const abortReason = abortReasonAt(deadline, left);
     // A command guard still in flight when its span ends without an error: the span ends on the reply.
     const outcome = preset ?? (state.statementInFlight && !endedWithError(span) ? 'completed' : outcomeAt(deadline, abortReason, left));
@@ -263,9 +311,16 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const abortCode = presetCode ?? record.abortCode;
     if (typeof abortCode === 'string') this.instruments().aborts.add(1, { [ATTR_DEADLINE_ABORT_CODE]: abortCode });
 
-    const violations = this.violationsAtEnd(state, outcome, -left);
-    // Kept only for the comparison just made: do not hold the parent span alive.
-    state.parentSpan = undefined;
+    // When the abort reached the span: recorded by our own deadlines only; another implementation's counts from its cutoff.
+    const abortMono = abortReason !== undefined && deadline instanceof DeadlineNode ? deadline.peekAbortRecordedAtMono() : undefined;
+    const violations = this.violationsAtEnd(span, state, outcome, abortMono, endMono, record);
+    const parentState = state.parentState;
+    // Kept only for the comparison just made: do not hold the parent's state alive.
+    state.parentState = undefined;
+    if (parentState !== undefined) parentState.lastChildEndMono = endMono;
+    if (record.stopLagMs !== undefined) {
+      this.instruments().stopLag.record(record.stopLagMs, this.stopLagLabels(span, abortCode));
+    }
     if (violations.length > 0) {
       record.violation = violations.join(',');
       const counter = this.instruments().violations;
@@ -309,11 +364,59 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     this.sealedSpanStates.set(span, state);
   }
 
-  private violationsAtEnd(state: SpanState, outcome: DeadlineOutcome, overrunMs: number): readonly DeadlineViolation[] {
+  /** The stop-lag histogram's attributes: bounded (kind × code) unless span names were asked for. */
+  private stopLagLabels(span: ProcessedSpan, abortCode: unknown): Attributes {
+    const kind = KIND_NAMES[span.kind] ?? 'internal';
+    const code = typeof abortCode === 'string' ? abortCode : undefined;
+    if (this.stopLagBySpanName) {
+      const name = (span as { name?: unknown }).name;
+      const labels: Attributes = { [ATTR_SPAN_KIND]: kind };
+      if (code !== undefined) labels[ATTR_DEADLINE_ABORT_CODE] = code;
+      if (typeof name === 'string') labels[ATTR_SPAN_NAME] = name;
+      return labels;
+    }
+    const key = code === undefined ? kind : `${kind} ${code}`;
+    let labels = this.stopLagAttributes.get(key);
+    if (labels === undefined) {
+      labels = Object.freeze(code === undefined ? { [ATTR_SPAN_KIND]: kind } : { [ATTR_SPAN_KIND]: kind, [ATTR_DEADLINE_ABORT_CODE]: code });
+      // Abort codes come from this package's errors, or what a guard wrote: a few. Bounded anyway.
+      if (this.stopLagAttributes.size < 64) this.stopLagAttributes.set(key, labels);
+    }
+    return labels;
+  }
+
+  /** The violations at the span's end; sets record.stopLagMs on the way (see stop-rule.ts). */
+  private violationsAtEnd(
+    span: ProcessedSpan,
+    state: SpanState,
+    outcome: DeadlineOutcome,
+    abortMono: number | undefined,
+    endMono: number,
+    record: EndRecord,
+  ): readonly DeadlineViolation[] {
     // Work that was refused never ran, so it cannot have run late.
     const ran = outcome !== 'not_started';
-    const endedAfterParent = ran && state.parentSpan?.ended === true;
-    const endedAfterDeadline = ran && overrunMs > this.lateGraceMs;
+    let endedAfterParent = false;
+    let endedAfterDeadline = false;
+    const parentEndMono = state.parentState?.endedAtMono;
+    // The usual case, a span that ended before its cutoff and after no parent, costs nothing more.
+    if (ran && (endMono >= state.stopCutoffMono || parentEndMono !== undefined)) {
+      const judged = judgeStop(
+        {
+          startMono: state.startMono,
+          endMono,
+          cutoffMono: state.stopCutoffMono,
+          abortMono,
+          lastChildEndMono: state.lastChildEndMono,
+          parentEndMono,
+          cutByPackage: cutByPackage(span),
+        },
+        this.lateGraceMs,
+      );
+      record.stopLagMs = judged.stopLagMs === undefined ? undefined : Math.round(judged.stopLagMs);
+      endedAfterParent = judged.endedAfterParent;
+      endedAfterDeadline = judged.endedAfterDeadline;
+    }
     // The usual case: nothing to report, nothing to allocate.
     if (state.startViolations.length === 0 && !endedAfterParent && !endedAfterDeadline) return NO_VIOLATIONS;
     const violations = state.startViolations.filter((v) => ran || v === 'later_than_parent');
@@ -321,6 +424,12 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     if (endedAfterDeadline) violations.push('ended_after_deadline');
     return violations;
   }
+}
+
+/** A guard of this package cut the span's work: it wrote the abort and a cut outcome on the span before it ended. */
+function cutByPackage(span: ProcessedSpan): boolean {
+  const attributes = span.attributes;
+  return attributes[ATTR_DEADLINE_ABORT_CODE] !== undefined && CUT_OUTCOMES.has(attributes[ATTR_DEADLINE_OUTCOME]);
 }
 
 /**
@@ -416,6 +525,10 @@ function fillAttributes(target: AttributeMap, record: EndRecord): number {
   if (record.abortReason !== undefined) {
     added += target['deadline.abort.reason' satisfies typeof ATTR_DEADLINE_ABORT_REASON] === undefined ? 1 : 0;
     target['deadline.abort.reason' satisfies typeof ATTR_DEADLINE_ABORT_REASON] = record.abortReason;
+  }
+  if (record.stopLagMs !== undefined) {
+    added += target['deadline.stop_lag_ms' satisfies typeof ATTR_DEADLINE_STOP_LAG_MS] === undefined ? 1 : 0;
+    target['deadline.stop_lag_ms' satisfies typeof ATTR_DEADLINE_STOP_LAG_MS] = record.stopLagMs;
   }
   if (record.violation !== undefined) {
     added += target['deadline.late' satisfies typeof ATTR_DEADLINE_LATE] === undefined ? 1 : 0;

@@ -1,14 +1,17 @@
 import { metrics, type Counter, type Histogram, type MeterProvider } from '@opentelemetry/api';
-import { METRIC_ABORTS, METRIC_REMAINING, METRIC_VIOLATIONS } from '../attributes';
+import { METRIC_ABORTS, METRIC_REMAINING, METRIC_STOP_LAG, METRIC_VIOLATIONS } from '../attributes';
 
 export interface DeadlineInstruments {
   violations: Counter;
   aborts: Counter;
   remaining: Histogram;
+  stopLag: Histogram;
 }
 
 /** Remaining-budget buckets in ms: fine near zero, where admission decisions are made. */
 const REMAINING_BUCKETS_MS = [0, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000];
+/** Stop-lag buckets in ms: a socket close takes a few, a cancel round trip tens, work that ignores the abort far more. */
+const STOP_LAG_BUCKETS_MS = [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
 
 /**
  * Instruments are created on first use, from the configured provider or the
@@ -31,6 +34,11 @@ export function lazyInstruments(meterProvider: MeterProvider | undefined): () =>
           description: 'Deadline budget left when a hop started: a server or consumer span',
           unit: 'ms',
           advice: { explicitBucketBoundaries: REMAINING_BUCKETS_MS },
+        }),
+        stopLag: meter.createHistogram(METRIC_STOP_LAG, {
+          description: 'Time from the later of the cutoff and the abort reaching a span to its end, for spans that ended after their cutoff',
+          unit: 'ms',
+          advice: { explicitBucketBoundaries: STOP_LAG_BUCKETS_MS },
         }),
       };
     }

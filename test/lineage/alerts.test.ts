@@ -25,7 +25,7 @@ function run(cmd: string, args: string[], cwd: string): Promise<{ code: number; 
 describe('alert rules under promtool', () => {
   it('are valid rules', async () => {
     const { code, out } = await run('promtool', ['check', 'rules', 'alerts.yml'], RULES_DIR);
-    expect(out).toContain('SUCCESS: 4 rules found');
+    expect(out).toContain('SUCCESS: 6 rules found');
     expect(code).toBe(0);
   });
 
@@ -74,6 +74,7 @@ describe('the names the rules use are the ones the OTel Prometheus exporter give
       'deadline_aborts_total',
       'deadline_remaining_bucket',
       'deadline_remaining_count',
+      'deadline_stop_lag_bucket',
       'deadline_violations_total',
     ]);
     for (const name of used) expect(exposition).toMatch(new RegExp(`^${name}\\{`, 'm'));
@@ -82,5 +83,7 @@ describe('the names the rules use are the ones the OTel Prometheus exporter give
     expect(exposition).toMatch(/^deadline_remaining_bucket\{[^}]*span_kind="server"[^}]*le="100"[^}]*\} 0$/m);
     expect(exposition).toMatch(/^deadline_remaining_count\{[^}]*span_kind="server"[^}]*\} 1$/m);
     expect(exposition).toMatch(/^# UNIT deadline_remaining ms$/m);
+    // The scenario's slow-dependency stops at its cutoff: one stop-lag observation, by span kind and abort code.
+    expect(exposition).toMatch(/^deadline_stop_lag_count\{[^}]*span_kind="internal"[^}]*deadline_abort_code="DEADLINE_EXCEEDED"[^}]*\} 1$/m);
   });
 });

@@ -47,6 +47,8 @@ describe('the command line', () => {
     expectUsageError(await runCli(['a.json', '--timeout', '0']), /^error: option '--timeout <ms>' argument '0' is invalid/m);
     expectUsageError(await runCli(['http://x', '--service', 's', '--limit', '2.5']), /^error: option '--limit <n>' argument '2\.5' is invalid/m);
     expectUsageError(await runCli(['http://x', '--service', 's', '--lookback', 'an hour']), /^error: option '--lookback <time>' argument 'an hour' is invalid/m);
+    expectUsageError(await runCli(['a.json', '--grace', 'soon']), /^error: option '--grace <ms>' argument 'soon' is invalid/m);
+    expectUsageError(await runCli(['a.json', '--grace', '1.5']), /^error: option '--grace <ms>' argument '1\.5' is invalid/m);
   });
 
   it('refuses --service on a file, and --trace together with --service', async () => {
@@ -66,6 +68,13 @@ describe('the command line', () => {
     expect(() => parseCliArgs(['x', '--lookback', '0m'])).toThrow(UsageError);
   });
 
+  it('reads --grace in whole ms, zero allowed', () => {
+    for (const [value, ms] of [['0', 0], ['1000', 1_000]] as const) {
+      const parsed = parseCliArgs(['a.json', '--grace', value]);
+      expect(parsed.help === false && parsed.options.graceMs).toBe(ms);
+    }
+  });
+
   it('gives search defaults: 1 h back, 20 traces, 10 s timeout', () => {
     const parsed = parseCliArgs(['http://j:16686', '-s', 'agent']);
     expect(parsed).toEqual({
@@ -79,6 +88,7 @@ describe('the command line', () => {
         timeoutMs: 10_000,
         lookbackMs: 3_600_000,
         limit: 20,
+        graceMs: 250,
       },
     });
   });

@@ -59,7 +59,7 @@ describe('reading files', () => {
     const cutoff = (l: string) => Number(/\+(\d+) ms/.exec(l)?.[1]);
     expect(Math.abs(cutoff(line('clamped')) - cutoff(line('request')))).toBeLessThanOrEqual(1);
     expect(line('clamped')).toMatch(/^├─ /);
-    expect(line('slow-dependency')).toMatch(/\d+ → 0 ms\s+\d+ ms\s+expired\s+DEADLINE_EXCEEDED$/);
+    expect(line('slow-dependency')).toMatch(/\d+ → 0 ms\s+\d+ ms\s+expired\s+DEADLINE_EXCEEDED\s+stop lag \d+ ms$/);
     expect(line('retry')).toMatch(/not_started$/);
     expect(line('late-child')).toMatch(/^└─ .*completed\s+✗ LATE later_than_parent$/);
     expect(cutoff(line('late-child'))).toBeGreaterThan(4_000);

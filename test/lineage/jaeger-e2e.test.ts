@@ -27,6 +27,7 @@ const JAEGER_TYPES: Record<string, string> = {
   'deadline.budget_ms': 'int64',
   'deadline.wire_skew_ms': 'int64',
   'deadline.queue_dwell_ms': 'int64',
+  'deadline.stop_lag_ms': 'int64',
   'deadline.exceeded': 'bool',
   'deadline.late': 'bool',
   'deadline.source': 'string',

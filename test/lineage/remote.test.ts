@@ -3,7 +3,7 @@ import type { LineageSpan } from '../../src/lineage/model';
 import { REMOTE_GRACE_MS } from '../../src/lineage/remote';
 import { renderText } from '../../src/lineage/text';
 import { renderHtml } from '../../src/lineage/html';
-import { buildTree, hasViolation, summarize } from '../../src/lineage/tree';
+import { buildTree, buildTreeWith, hasViolation, summarize } from '../../src/lineage/tree';
 
 // Lateness across a process boundary: both sides are in the trace, neither
 // process flagged anything. Times are epoch µs; the caller's cutoff is T0 + 400 ms.
@@ -75,5 +75,47 @@ describe('lateness across a process boundary', () => {
     const summary = summarize(tree);
     expect(summary.late).toHaveLength(1);
     expect(summary.remoteLate).toHaveLength(1);
+  });
+
+  it('judges a callee from its own last child when that ended after the caller: the child is judged on its own', () => {
+    const spans = [
+      span('01', undefined, 'front', 'client', 0, 401, deadline('expired')),
+      // The callee waits 600 ms past its caller for a dependency's stop (its child), then answers at once.
+      span('02', '01', 'api', 'server', 2, 1_010, deadline('expired')),
+      span('03', '02', 'api', 'client', 5, 1_001, { ...deadline('expired'), 'deadline.abort.code': 'DEADLINE_EXCEEDED' }),
+    ];
+    expect(treeOf(...spans).ordered.map((n) => n.remote)).toEqual([[], [], []]);
+    // The same callee going on 600 ms after its child ended is late, reported against its caller's end.
+    const goesOn = treeOf(spans[0], { ...spans[1], endUs: T0 + 1_700_000 }, spans[2]);
+    expect(goesOn.ordered[1].remote).toEqual([{ violation: 'remote_ended_after_caller', byMs: 1_299 }]);
+  });
+
+  it('--grace moves the allowance', () => {
+    const spans = [span('01', undefined, 'agent', 'client', 0, 401, deadline('expired')), span('02', '01', 'tools', 'server', 2, 501, deadline('expired'))];
+    expect(hasViolation([buildTreeWith({ traceId: spans[0].traceId, spans }, { graceMs: 99 })])).toBe(true);
+    expect(hasViolation([buildTreeWith({ traceId: spans[0].traceId, spans }, { graceMs: 100 })])).toBe(false);
+    expect(hasViolation([buildTree({ traceId: spans[0].traceId, spans })])).toBe(false);
+  });
+});
+
+describe('the summary', () => {
+  it('counts the spans under the root only, and explains each number in a legend line', () => {
+    const late = { ...deadline('expired'), 'deadline.exceeded': true, 'deadline.abort.code': 'DEADLINE_EXCEEDED', 'deadline.late': true, 'deadline.violation': 'ended_after_deadline' };
+    const tree = treeOf(
+      // The root itself ran late: it is the request, not a late child.
+      span('01', undefined, 'front', 'server', 0, 900, late),
+      span('02', '01', 'front', 'internal', 1, 800, late),
+      span('03', '01', 'front', 'internal', 2, 3, { ...deadline('not_started'), 'deadline.abort.code': 'INSUFFICIENT_BUDGET' }),
+    );
+    const summary = summarize(tree);
+    expect(summary.children).toBe(2);
+    expect(summary.late.map((n) => n.span.spanId)).toEqual(['02']);
+    const text = renderText(tree);
+    expect(text).toMatch(/^summary: 1 late child, 1 exceeded, 1 aborted, 1 refused$/m);
+    expect(text).toMatch(
+      /^legend: of the 2 spans under the root, late children = flagged deadline\.late by their own span processor; exceeded = still running at their cutoff; aborted = cut or cancelled while running; refused = never started for lack of budget$/m,
+    );
+    // The gate still sees the root.
+    expect(hasViolation([tree])).toBe(true);
   });
 });
