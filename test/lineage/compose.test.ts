@@ -84,7 +84,7 @@ describe('deploy/prometheus/prometheus.yml', () => {
     expect(original).toContain('- /etc/prometheus/alerts.yml');
     writeFileSync(join(dir, 'prometheus.yml'), original.replace('/etc/prometheus/alerts.yml', join(ROOT, 'deploy/prometheus/alerts.yml')));
     const { code, out, err } = await run('promtool', ['check', 'config', 'prometheus.yml'], dir);
-    expect(`${out}${err}`).toContain('SUCCESS: 4 rules found');
+    expect(`${out}${err}`).toContain('SUCCESS: 6 rules found');
     expect(code).toBe(0);
     for (const name of DEMO_SERVICES) expect(original).toContain(`targets: ["${name}:8080"]`);
     // Jaeger's span metrics, on the port deploy/jaeger/config.yaml gives its Prometheus exporter.
