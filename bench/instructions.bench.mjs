@@ -35,7 +35,7 @@ const KINDS = {
     unit: 'request',
     warmup: 3_000,
     count: 2_000,
-    windows: 2,
+    windows: 1,
     configs: [
       { config: 'bare', name: 'bare Node (no OpenTelemetry)' },
       { config: 'otel', name: 'OpenTelemetry http + undici tracing' },
@@ -56,7 +56,7 @@ const KINDS = {
     unit: 'statement',
     warmup: 20_000,
     count: 10_000,
-    windows: 2,
+    windows: 1,
     configs: ['pg-throughput', 'redis-throughput'].flatMap((workload) => [
       { config: `${workload}/none`, name: `${workload}: driver + its OTel instrumentation` },
       { config: `${workload}/guard-off`, name: `${workload}: + the plugin, database guard off` },
@@ -77,7 +77,7 @@ const KINDS = {
     unit: 'call',
     warmup: 3_000,
     count: 2_000,
-    windows: 2,
+    windows: 1,
     configs: [
       { config: 'without', name: 'instrumentation-grpc, no plugin' },
       { config: 'contract', name: 'the deadline contract (propagator + span processor), no DeadlineInstrumentation' },
