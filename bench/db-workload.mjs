@@ -103,26 +103,13 @@ export async function startWorkload(mode) {
     };
   }
 
-  /**
-   * Switches the guards on or off in this process (guard-on only), for the
-   * in-process comparison of bench:db. Off, the instrumentation is disabled:
-   * the driver instrumentations have wrapped pg's and ioredis's methods on top
-   * of ours, so ours stay in the chain and pass each call straight to the
-   * driver (one flag read and an apply), the guard's code not run at all.
-   */
-  function setGuard(on) {
-    if (mode !== 'guard-on') throw new Error(`setGuard: the ${mode} workload has no guard to switch`);
-    if (on) deadline.enable();
-    else deadline.disable();
-  }
-
   async function close() {
     await pool.end();
     await client.end();
     redis.disconnect();
   }
 
-  return { run, setGuard, close };
+  return { run, close };
 }
 
 /** The workload of bench/callgrind.mjs: `CONFIG` is `workload/mode`, such as `redis-throughput/guard-on`. */

@@ -10,8 +10,9 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const RESULTS_DIR = process.env.BENCH_RESULTS_DIR ?? join(root, 'bench', 'results');
-/** Read when this module loads, as the benchmark starts. */
+/** Read when this module loads, as the benchmark starts: the figures are of the code checked out then. */
 const loadAtStart = loadavg()[0];
+const startedAt = new Date().toISOString();
 
 function cpuModel() {
   try {
@@ -29,6 +30,8 @@ function commit() {
   }
 }
 
+const commitAtStart = commit();
+
 /** The machine and build a result was measured on. */
 export function environment() {
   return {
@@ -38,8 +41,8 @@ export function environment() {
     cpu: `${cpuModel()}, ${cpus().length} logical cores`,
     memoryGiB: Number((totalmem() / 2 ** 30).toFixed(1)),
     loadAverageAtStart: Number(loadAtStart.toFixed(2)),
-    date: new Date().toISOString(),
-    commit: commit(),
+    date: startedAt,
+    commit: commitAtStart,
   };
 }
 
