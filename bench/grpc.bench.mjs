@@ -4,10 +4,10 @@
 // bench/grpc-workload.mjs: a grpc-js server and a client calling it over
 // loopback, under the OpenTelemetry Node SDK with instrumentation-grpc on both
 // sides. "without" has no deadline plugin; "contract" has the deadline
-// propagator and span processor and calls under a deadline (60 s, so none is
+// propagator and span processor and calls under a deadline (600 s, so none is
 // cut); "with" adds DeadlineInstrumentation; "floor" is not the package but
 // bare stand-ins for the least work the deadline contract needs
-// (bench/grpc-contract-floor.mjs). All pass the same `deadline` option (60 s)
+// (bench/grpc-contract-floor.mjs). All pass the same `deadline` option (600 s)
 // of their own, as gRPC callers usually do.
 //
 // The parent asks each child in turn for a batch of CALLS calls, CONCURRENCY
