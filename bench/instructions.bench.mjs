@@ -15,8 +15,7 @@
 //   instrumentation; the plugin with the database guards off and on. Target:
 //   the guard at most 5 % over the statement without it.
 // - grpc: unary calls, 32 in flight (bench/grpc-workload.mjs), with
-//   instrumentation-grpc; the deadline contract alone (propagator and span
-//   processor), the whole plugin, and the contract floor
+//   instrumentation-grpc; the whole plugin, and the contract floor
 //   (bench/grpc-contract-floor.mjs). Target: the plugin's added instructions
 //   at most 1.3 times the floor's.
 //
@@ -80,7 +79,6 @@ const KINDS = {
     windows: 1,
     configs: [
       { config: 'without', name: 'instrumentation-grpc, no plugin' },
-      { config: 'contract', name: 'the deadline contract (propagator + span processor), no DeadlineInstrumentation' },
       { config: 'with', name: 'the whole plugin' },
       { config: 'floor', name: 'contract floor (stand-ins, not the package)' },
     ],
