@@ -21,11 +21,13 @@
 //
 // Figures are instructions per operation in the counted windows, with and
 // without what V8 spent compiling optimized code (a one-off per process that
-// grows with the amount of code on the path). Writes bench/results/KIND-instructions.json.
+// grows with the amount of code on the path). Writes bench/results/KIND-instructions.json;
+// `--merge FILE...` writes it from the runs of earlier such files instead of counting.
 // Environment: BENCH_INSTR_RUNS (2), BENCH_INSTR_WARMUP, BENCH_INSTR_COUNT and
 // BENCH_INSTR_WINDOWS (per kind, below), BENCH_INSTR_JOBS (one per core).
 import { countAll } from './callgrind.mjs';
-import { writeResult } from './report.mjs';
+import { readFileSync } from 'node:fs';
+import { environment, writeResult } from './report.mjs';
 import { fmt } from './stats.mjs';
 
 const KINDS = {
@@ -99,24 +101,47 @@ const sign = (x) => `${x >= 0 ? '+' : '−'}${fmt(Math.abs(x))}`;
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const envNumber = (name, fallback) => Number(process.env[name] ?? fallback);
 
-async function main(kindName) {
-  const kind = KINDS[kindName];
-  if (kind === undefined) throw new Error(`usage: node bench/instructions.bench.mjs ${Object.keys(KINDS).join('|')}`);
+/** Counts every configuration of `kind` RUNS times; resolves with the method and, per run, its figures. */
+async function count(kind) {
   const runs = envNumber('BENCH_INSTR_RUNS', 2);
-  const warmup = envNumber('BENCH_INSTR_WARMUP', kind.warmup);
-  const count = envNumber('BENCH_INSTR_COUNT', kind.count);
-  const windows = envNumber('BENCH_INSTR_WINDOWS', kind.windows);
+  const method = {
+    warmup: envNumber('BENCH_INSTR_WARMUP', kind.warmup),
+    count: envNumber('BENCH_INSTR_COUNT', kind.count),
+    windows: envNumber('BENCH_INSTR_WINDOWS', kind.windows),
+  };
   // Run-major order: the first run of every configuration comes before any second run.
-  const jobs = Array.from({ length: runs }, (_, run) => kind.configs.map(({ config }) => ({ run, config, workload: kind.workload, warmup, count, windows }))).flat();
+  const jobs = Array.from({ length: runs }, (_, run) => kind.configs.map(({ config }) => ({ run, config, workload: kind.workload, ...method }))).flat();
   const counted = await countAll(jobs);
+  const { date, commit } = environment();
   // Per run and configuration: the windows' mean, all instructions and without optimizing compilation.
-  const perRun = Array.from({ length: runs }, () => ({ all: {}, executed: {}, windows: {} }));
+  const perRun = Array.from({ length: runs }, () => ({ date, commit, all: {}, executed: {}, windows: {} }));
   jobs.forEach(({ run, config }, i) => {
     perRun[run].all[config] = mean(counted[i].map((w) => w.total));
     perRun[run].executed[config] = mean(counted[i].map((w) => w.total - w.compile));
     perRun[run].windows[config] = counted[i];
   });
-  const runColumns = Array.from({ length: runs }, (_, r) => `run ${r + 1}:`);
+  return { ...method, runs: perRun };
+}
+
+/**
+ * `--merge FILE...`: the runs of earlier results of this kind (bench/results/KIND-instructions.json
+ * files), counted with the same method, as one result; the machine is the first file's.
+ */
+function merge(files) {
+  const results = files.map((file) => JSON.parse(readFileSync(file, 'utf8')));
+  const [first] = results;
+  for (const { data } of results) {
+    if (data.warmup !== first.data.warmup || data.count !== first.data.count || data.windows !== first.data.windows) {
+      throw new Error('--merge: the results were counted with different methods');
+    }
+  }
+  const runs = results.flatMap(({ data, environment: e }) => data.runs.map((run) => ({ date: e.date, commit: e.commit, ...run })));
+  return { measuredOn: first.environment, data: { ...first.data, runs } };
+}
+
+function render(kindName, kind, data, measuredOn) {
+  const { warmup, count: perWindow, windows, runs: perRun } = data;
+  const runColumns = perRun.map((_, r) => `run ${r + 1}:`);
   const measured = (key) => ({
     caption: `Instructions per ${kind.unit}, ${key === 'all' ? 'all of them' : "without V8's optimizing compilation"}`,
     columns: ['configuration', ...runColumns],
@@ -145,8 +170,8 @@ async function main(kindName) {
         rows: [
           ['counted by', "valgrind --tool=callgrind (bench/callgrind.mjs), user-space instructions of the workload's process"],
           ['warm-up (not counted)', `${fmt(warmup)} ${kind.unit}s`],
-          ['counted', `${windows} window(s) of ${fmt(count)} ${kind.unit}s, per-${kind.unit} mean`],
-          ['runs', `${runs}, one process each`],
+          ['counted', `${windows} window(s) of ${fmt(perWindow)} ${kind.unit}s, per-${kind.unit} mean`],
+          ...perRun.map((r, i) => [`run ${i + 1}`, `one process per configuration, started ${r.date ?? measuredOn?.date}, commit ${r.commit ?? measuredOn?.commit}`]),
         ],
       },
       measured('all'),
@@ -154,8 +179,18 @@ async function main(kindName) {
       measured('executed'),
       verdicts('executed'),
     ],
-    data: { warmup, count, windows, runs: perRun },
+    data,
+    ...(measuredOn ? { measuredOn } : {}),
   });
 }
 
-await main(process.argv[2]);
+async function main([kindName, option, ...files]) {
+  const kind = KINDS[kindName];
+  if (kind === undefined) throw new Error(`usage: node bench/instructions.bench.mjs ${Object.keys(KINDS).join('|')} [--merge FILE...]`);
+  if (option === '--merge') {
+    const { data, measuredOn } = merge(files);
+    render(kindName, kind, data, measuredOn);
+  } else render(kindName, kind, await count(kind));
+}
+
+await main(process.argv.slice(2));

@@ -49,11 +49,12 @@ export function environment() {
 /**
  * Writes bench/results/NAME.json. `tables` are `{ caption?, columns, rows }`
  * (rows of cells already formatted; a column name ending in ':' is
- * right-aligned); `data` is the raw figures.
+ * right-aligned); `data` is the raw figures. `measuredOn` replaces the
+ * environment of this process for figures measured earlier.
  */
-export function writeResult(name, { title, command, tables, data }) {
+export function writeResult(name, { title, command, tables, data, measuredOn = environment() }) {
   mkdirSync(RESULTS_DIR, { recursive: true });
   const file = join(RESULTS_DIR, `${name.replaceAll(':', '-')}.json`);
-  writeFileSync(file, `${JSON.stringify({ name, title, command, environment: environment(), tables, data }, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ name, title, command, environment: measuredOn, tables, data }, null, 2)}\n`);
   console.log(`wrote ${file}`);
 }
