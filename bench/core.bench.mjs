@@ -4,11 +4,12 @@
 //  (b) propagator inject + extract vs W3CTraceContextPropagator.
 //  (c) a span started and ended with and without DeadlineSpanProcessor: an empty one, and
 //      an http-sized one kept alive as a batch processor keeps it.
-// Prints a Markdown section between <!-- bench:core --> markers.
+// Writes bench/results/core.json.
 import { ROOT_CONTEXT, defaultTextMapGetter, defaultTextMapSetter, trace, TraceFlags } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { DeadlinePropagator, DeadlineSpanProcessor, openDeadline, setDeadline } from '../dist/esm/index.mjs';
+import { writeResult } from './report.mjs';
 
 if (typeof globalThis.gc !== 'function') {
   console.error('run with node --expose-gc (npm run bench does)');
@@ -133,24 +134,6 @@ function retainingProvider(processors) {
   };
   return new BasicTracerProvider({ spanProcessors: [...processors, keeper] }).getTracer('bench');
 }
-/** For reference: the same eight attributes, each through setAttribute, as this processor wrote them before. */
-const setAttributeStyle = {
-  onStart(span) {
-    span.setAttribute('deadline.at_ms', Math.floor(deadline.expiresAtMs));
-    span.setAttribute('deadline.remaining_ms', Math.floor(deadline.remainingMs()));
-    span.setAttribute('deadline.budget_ms', 3_600_000);
-    span.setAttribute('deadline.source', 'local');
-    span.setAttribute('deadline.operation', 'request');
-  },
-  onEnding(span) {
-    span.setAttribute('deadline.remaining_at_end_ms', Math.floor(deadline.remainingMs()));
-    span.setAttribute('deadline.exceeded', false);
-    span.setAttribute('deadline.outcome', 'completed');
-  },
-  onEnd() {},
-  forceFlush: async () => {},
-  shutdown: async () => {},
-};
 const httpSpan = (tracer) => () => {
   const span = tracer.startSpan('GET', { kind: 2, attributes: HTTP_START_ATTRIBUTES }, deadlineCtx);
   span.setAttributes(HTTP_RESPONSE_ATTRIBUTES);
@@ -159,7 +142,6 @@ const httpSpan = (tracer) => () => {
 candidatesC.push(
   ['http-sized span, kept alive, without DeadlineSpanProcessor', httpSpan(retainingProvider([]))],
   ['http-sized span, kept alive, with DeadlineSpanProcessor', httpSpan(retainingProvider([new DeadlineSpanProcessor()]))],
-  ['http-sized span, kept alive, 8 attributes through setAttribute (reference)', httpSpan(retainingProvider([setAttributeStyle]))],
 );
 const opsC = new Map(candidatesC.map(([name]) => [name, 50_000]));
 for (const [, fn] of candidatesC) for (let i = 0; i < 10_000; i++) fn(i);
@@ -170,33 +152,38 @@ const ours = timeA.get(candidatesA[0][0]);
 const oursArmed = timeA.get(candidatesA[1][0]);
 const seed = timeA.get(candidatesA[2][0]);
 const propRatio = timeB.get(candidatesB[0][0]) / timeB.get(candidatesB[1][0]);
-const lines = [
-  '<!-- bench:core -->',
-  '### Core (`npm run bench`)',
-  '',
-  `Median of ${ROUNDS} alternating rounds; heap retained measured after 1,000,000 children and a full gc.`,
-  '',
-  '| (a) child under a long-lived root | ns/op (median) | heap retained after 1M children |',
-  '|---|---:|---:|',
-  ...candidatesA.map(([name]) => `| ${name} | ${fmt(timeA.get(name))} | ${fmt(retainedA.get(name), 2)} MiB |`),
-  '',
-  `Speed-up over the seed style: **${fmt(seed / ours, 1)}×** (open + dispose), **${fmt(seed / oursArmed, 1)}×** (with the signal armed). Target ≥ 20×, and < 1 MiB retained.`,
-  '',
-  '| (b) propagator | ns/op (median) |',
-  '|---|---:|',
-  ...candidatesB.map(([name]) => `| ${name} | ${fmt(timeB.get(name))} |`),
-  '',
-  `Ratio to trace-context: **${fmt(propRatio, 2)}×** (target ≤ 3×).`,
-  '',
-  '| (c) span processor | ns/span (median) |',
-  '|---|---:|',
-  ...candidatesC.map(([name]) => `| ${name} | ${fmt(timeC.get(name))} |`),
-  '',
-  `Added per span: **${fmt(timeC.get(candidatesC[1][0]) - timeC.get(candidatesC[0][0]))} ns** on an empty span, ` +
-    `**${fmt(timeC.get(candidatesC[3][0]) - timeC.get(candidatesC[2][0]))} ns** on an http-sized span kept alive ` +
-    `(the same eight attributes through setAttribute: ${fmt(timeC.get(candidatesC[4][0]) - timeC.get(candidatesC[2][0]))} ns). No target; context for the HTTP figures.`,
-  '<!-- /bench:core -->',
-];
-console.log(lines.join('\n'));
+writeResult('core', {
+  title: 'Core',
+  command: 'npm run bench',
+  tables: [
+    {
+      caption: `(a) A child under a long-lived root: median of ${ROUNDS} alternating rounds; heap retained after 1,000,000 children and a full gc`,
+      columns: ['case', 'ns / op:', 'heap retained:'],
+      rows: candidatesA.map(([name]) => [name, fmt(timeA.get(name)), `${fmt(retainedA.get(name), 2)} MiB`]),
+    },
+    {
+      caption: '(b) Propagator inject + extract',
+      columns: ['case', 'ns / op:'],
+      rows: candidatesB.map(([name]) => [name, fmt(timeB.get(name))]),
+    },
+    {
+      caption: '(c) A span started and ended under a deadline',
+      columns: ['case', 'ns / span:'],
+      rows: candidatesC.map(([name]) => [name, fmt(timeC.get(name))]),
+    },
+    {
+      caption: 'Ratios',
+      columns: ['figure', 'value:', 'target'],
+      rows: [
+        ['seed style / open + dispose', `${fmt(seed / ours, 1)}×`, 'at least 20×'],
+        ['seed style / open + signal + dispose', `${fmt(seed / oursArmed, 1)}×`, 'at least 20×'],
+        ['DeadlinePropagator / W3CTraceContextPropagator', `${fmt(propRatio, 2)}×`, 'at most 3×'],
+        ['added per empty span', `${fmt(timeC.get(candidatesC[1][0]) - timeC.get(candidatesC[0][0]))} ns`, ''],
+        ['added per http-sized span kept alive', `${fmt(timeC.get(candidatesC[3][0]) - timeC.get(candidatesC[2][0]))} ns`, ''],
+      ],
+    },
+  ],
+  data: { timeA: Object.fromEntries(timeA), retainedMiB: Object.fromEntries(retainedA), timeB: Object.fromEntries(timeB), timeC: Object.fromEntries(timeC) },
+});
 root.dispose();
 deadline.dispose();

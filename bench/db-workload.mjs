@@ -1,4 +1,4 @@
-// The database workloads shared by the database benchmarks: PostgreSQL
+// The database workloads shared by bench:db and bench:db:instructions: PostgreSQL
 // `SELECT 1` (a pool under concurrency, and one client serially for latency)
 // and Redis `GET`, against the real servers at 127.0.0.1, under the
 // OpenTelemetry SDK with instrumentation-pg and -ioredis and a batch span
@@ -50,9 +50,10 @@ export async function startWorkload(mode) {
   );
   registerInstrumentations({
     instrumentations: [
-      new PgInstrumentation(deadline ? { requestHook: deadline.pgRequestHook } : {}),
+      // The instrumentation's request hooks, where this version of the package offers them.
+      new PgInstrumentation(deadline?.pgRequestHook ? { requestHook: deadline.pgRequestHook } : {}),
       // The workers run outside any server span; instrumentation-ioredis would otherwise record nothing.
-      new IORedisInstrumentation({ requireParentSpan: false, ...(deadline ? { requestHook: deadline.ioredisRequestHook } : {}) }),
+      new IORedisInstrumentation({ requireParentSpan: false, ...(deadline?.ioredisRequestHook ? { requestHook: deadline.ioredisRequestHook } : {}) }),
       ...(deadline ? [deadline] : []),
     ],
   });
@@ -102,24 +103,19 @@ export async function startWorkload(mode) {
     };
   }
 
-  /**
-   * Switches the guards on or off in this process (guard-on only), for the
-   * in-process comparison of bench:db. Off, the instrumentation is disabled:
-   * the driver instrumentations have wrapped pg's and ioredis's methods on top
-   * of ours, so ours stay in the chain and pass each call straight to the
-   * driver (one flag read and an apply), the guard's code not run at all.
-   */
-  function setGuard(on) {
-    if (mode !== 'guard-on') throw new Error(`setGuard: the ${mode} workload has no guard to switch`);
-    if (on) deadline.enable();
-    else deadline.disable();
-  }
-
   async function close() {
     await pool.end();
     await client.end();
     redis.disconnect();
   }
 
-  return { run, setGuard, close };
+  return { run, close };
+}
+
+/** The workload of bench/callgrind.mjs: `CONFIG` is `workload/mode`, such as `redis-throughput/guard-on`. */
+export async function open(config) {
+  const [workload, mode] = config.split('/');
+  if (!MODES.includes(mode)) throw new RangeError(`unknown mode ${mode}: one of ${MODES.join(', ')}`);
+  const { run, close } = await startWorkload(mode);
+  return { run: (count) => run(workload, { count }), close };
 }

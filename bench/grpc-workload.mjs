@@ -12,8 +12,7 @@
 //   and runs the handler under the deadline;
 // - 'floor': not the package: bare stand-ins for the least work the deadline
 //   contract itself needs (bench/grpc-contract-floor.mjs), calls under a
-//   deadline as in 'contract', for comparison; `floorOmissions` leaves pieces
-//   of it out.
+//   deadline as in 'contract', for comparison.
 // Every mode passes a `deadline` option of its own to each call, as gRPC
 // callers usually do.
 import { createRequire } from 'node:module';
@@ -23,14 +22,6 @@ const require = createRequire(import.meta.url);
 export const MODES = Object.freeze(['without', 'with', 'contract', 'floor']);
 export const CONCURRENCY = 32;
 const PROTO = fileURLToPath(new URL('../test/grpc/fixtures/echo.proto', import.meta.url));
-
-/**
- * The pieces of the contract floor left out (bench/grpc-contract-floor.mjs).
- * The instruction benchmark fills it before startGrpc, in a process of its own
- * per piece (pieces priced in later windows of one process drifted with V8's
- * compilation); the floor reads it on every call.
- */
-export const floorOmissions = new Set();
 
 /**
  * Starts the SDK, a server and a client; resolves with `batch(calls, mark?)`,
@@ -51,18 +42,17 @@ export async function startGrpc(mode, { budgetMs = 60_000, exportBatch = 4_096, 
   const { GrpcInstrumentation } = require('@opentelemetry/instrumentation-grpc');
   const lib = require('../dist/cjs/src/index.js');
   const floor = withFloor ? await import('./grpc-contract-floor.mjs') : undefined;
-  const omit = floorOmissions;
-  const hooks = floor?.grpcFloorHooks(api, omit);
+  const hooks = floor?.grpcFloorHooks(api);
 
   const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
   const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
   if (withContract) propagators.push(new lib.DeadlinePropagator());
-  if (floor) propagators.push(new floor.GrpcFloorPropagator(omit));
+  if (floor) propagators.push(new floor.GrpcFloorPropagator());
   const sdk = new NodeSDK({
     textMapPropagator: new CompositePropagator({ propagators }),
     spanProcessors: [
       ...(withContract ? [new lib.DeadlineSpanProcessor()] : []),
-      ...(floor ? [new floor.GrpcFloorSpanProcessor(omit)] : []),
+      ...(floor ? [new floor.GrpcFloorSpanProcessor(api)] : []),
       new BatchSpanProcessor(noopExporter, {
         maxQueueSize: 65_536,
         maxExportBatchSize: exportBatch,
@@ -111,7 +101,7 @@ export async function startGrpc(mode, { budgetMs = 60_000, exportBatch = 4_096, 
       }
     };
     const run = () => Promise.all(Array.from({ length: CONCURRENCY }, worker));
-    if (floor) return api.context.with(floor.withFloorDeadline(api, api.context.active(), budgetMs, omit), run);
+    if (floor) return api.context.with(floor.withFloorDeadline(api, api.context.active(), budgetMs), run);
     if (!withContract) return run();
     // The calls of a request that has a deadline: one per batch, never reached.
     const deadline = lib.openDeadline({ operation: 'batch', timeoutMs: budgetMs, parent: null });
@@ -128,4 +118,11 @@ export async function startGrpc(mode, { budgetMs = 60_000, exportBatch = 4_096, 
     await sdk.shutdown();
   }
   return { batch, close };
+}
+
+/** The workload of bench/callgrind.mjs: `CONFIG` is a mode; calls carry a budget valgrind's slowdown cannot use up. */
+export async function open(mode) {
+  if (!MODES.includes(mode)) throw new RangeError(`unknown mode ${mode}: one of ${MODES.join(', ')}`);
+  const { batch, close } = await startGrpc(mode, { budgetMs: 3_600_000, exportBatch: 512, exportDelayMs: 2 ** 31 - 1 });
+  return { run: (count) => batch(count), close };
 }

@@ -4,10 +4,10 @@
 // bench/grpc-workload.mjs: a grpc-js server and a client calling it over
 // loopback, under the OpenTelemetry Node SDK with instrumentation-grpc on both
 // sides. "without" has no deadline plugin; "contract" has the deadline
-// propagator and span processor and calls under a deadline (60 s, so none is
+// propagator and span processor and calls under a deadline (600 s, so none is
 // cut); "with" adds DeadlineInstrumentation; "floor" is not the package but
 // bare stand-ins for the least work the deadline contract needs
-// (bench/grpc-contract-floor.mjs). All pass the same `deadline` option (60 s)
+// (bench/grpc-contract-floor.mjs). All pass the same `deadline` option (600 s)
 // of their own, as gRPC callers usually do.
 //
 // The parent asks each child in turn for a batch of CALLS calls, CONCURRENCY
@@ -15,12 +15,13 @@
 // runs "with" right next to "without", so a shared machine that slows down for
 // a while slows both sides of a round alike. Bounded: ROUNDS × 4 batches.
 //
-// Prints a Markdown section between <!-- bench:grpc --> markers.
+// Information only: the target is judged in instructions (bench:grpc:instructions).
+// Writes bench/results/grpc.json.
 import { spawn } from 'node:child_process';
-import { cpus, loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { CONCURRENCY, MODES, startGrpc } from './grpc-workload.mjs';
+import { writeResult } from './report.mjs';
 import { fmt, median } from './stats.mjs';
 
 const ROUNDS = Number(process.env.BENCH_GRPC_ROUNDS ?? 10);
@@ -29,7 +30,8 @@ const WARMUP_CALLS = 4_000;
 
 /** Child: the workload; runs a batch of calls per IPC message. */
 async function serve(mode) {
-  const { batch, close } = await startGrpc(mode);
+  // A batch's deadline that a loaded machine cannot use up.
+  const { batch, close } = await startGrpc(mode, { budgetMs: 600_000 });
   process.on('message', async ({ calls }) => {
     const cpuBefore = process.cpuUsage();
     const t0 = performance.now();
@@ -72,41 +74,25 @@ async function drive() {
     }
     const med = (mode, pick) => median(samples[mode].map(pick));
     const paired = (pick, mode = 'with') => median(samples[mode].map((s, round) => pick(s) / pick(samples.without[round])));
-    const throughputRatio = paired((s) => s.cps);
-    const cpuRatio = paired((s) => s.cpuUsPerCall);
-    const contractRatios = { cps: paired((s) => s.cps, 'contract'), cpu: paired((s) => s.cpuUsPerCall, 'contract') };
-    const floorRatios = { cps: paired((s) => s.cps, 'floor'), cpu: paired((s) => s.cpuUsPerCall, 'floor') };
-    const lines = [
-      '<!-- bench:grpc -->',
-      '## gRPC unary calls: with vs without the deadline plugin (`npm run bench:grpc`)',
-      '',
-      'A grpc-js client and server in one process, over loopback, under NodeSDK with instrumentation-grpc',
-      `on both sides. "with" adds the deadline propagator, span processor and DeadlineInstrumentation, and calls under`,
-      `an active deadline; all pass a 60 s \`deadline\` option of their own. "contract" has the propagator and processor,`,
-      'calls under a deadline, but no DeadlineInstrumentation: the cost of the deadline contract on instrumentation-grpc\'s',
-      `spans and metadata alone. ${ROUNDS} rounds of ${fmt(CALLS)} calls (${CONCURRENCY} in flight) per mode, in rotating order,`,
-      `after ${fmt(WARMUP_CALLS)} warm-up calls each. The ratios are medians of per-round ratios (each mode over without,`,
-      `run back to back). Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0].toFixed(1)} at the start.`,
-      '',
-      '| | calls/s | CPU µs / call (client + server) |',
-      '| --- | ---: | ---: |',
-      `| without | ${fmt(med('without', (s) => s.cps))} | ${fmt(med('without', (s) => s.cpuUsPerCall))} |`,
-      `| with | ${fmt(med('with', (s) => s.cps))} | ${fmt(med('with', (s) => s.cpuUsPerCall))} |`,
-      `| contract only (no DeadlineInstrumentation) | ${fmt(med('contract', (s) => s.cps))} | ${fmt(med('contract', (s) => s.cpuUsPerCall))} |`,
-      `| contract floor (stand-ins, not the package) | ${fmt(med('floor', (s) => s.cps))} | ${fmt(med('floor', (s) => s.cpuUsPerCall))} |`,
-      '',
-      `Throughput ratio (with / without): **${fmt(throughputRatio, 3)}** (target ≥ 0.95: ${throughputRatio >= 0.95 ? 'met' : 'NOT met'}).`,
-      `CPU per call, with / without: **${fmt(cpuRatio, 3)}**.`,
-      `Contract only over without: throughput **${fmt(contractRatios.cps, 3)}**, CPU per call **${fmt(contractRatios.cpu, 3)}**.`,
-      `Contract floor over without: throughput **${fmt(floorRatios.cps, 3)}**, CPU per call **${fmt(floorRatios.cpu, 3)}**`,
-      '(bench/grpc-contract-floor.mjs: bare stand-ins for the least work the deadline contract needs, not the package).',
-      `Per round, "without" alone ran at ${fmt(Math.min(...samples.without.map((s) => s.cps)))} to ${fmt(Math.max(...samples.without.map((s) => s.cps)))} calls/s:`,
-      'where that spread is wide, one run\'s throughput ratio decides little, and CPU time per call (which load skews less) says more.',
-      '',
-      `Per round, calls/s without: ${samples.without.map((s) => fmt(s.cps)).join(', ')}; with: ${samples.with.map((s) => fmt(s.cps)).join(', ')}; contract: ${samples.contract.map((s) => fmt(s.cps)).join(', ')}; floor: ${samples.floor.map((s) => fmt(s.cps)).join(', ')}.`,
-      '<!-- /bench:grpc -->',
-    ];
-    console.log(lines.join('\n'));
+    const names = { without: 'without', with: 'with (the whole plugin)', contract: 'contract only (no DeadlineInstrumentation)', floor: 'contract floor (stand-ins, not the package)' };
+    writeResult('grpc', {
+      title: 'gRPC unary calls in wall-clock time (information only)',
+      command: 'npm run bench:grpc',
+      tables: [
+        {
+          caption: `${ROUNDS} rounds of ${fmt(CALLS)} calls (${CONCURRENCY} in flight) per mode, rotating order, after ${fmt(WARMUP_CALLS)} warm-up calls; medians, and medians of per-round ratios over without`,
+          columns: ['mode', 'calls/s:', 'CPU µs / call (client + server):', 'calls/s ratio:', 'CPU ratio:'],
+          rows: modes.map((mode) => [
+            names[mode],
+            fmt(med(mode, (s) => s.cps)),
+            fmt(med(mode, (s) => s.cpuUsPerCall)),
+            mode === 'without' ? '' : fmt(paired((s) => s.cps, mode), 3),
+            mode === 'without' ? '' : fmt(paired((s) => s.cpuUsPerCall, mode), 3),
+          ]),
+        },
+      ],
+      data: { rounds: ROUNDS, calls: CALLS, samples },
+    });
   } finally {
     for (const child of Object.values(children)) child.disconnect();
   }

@@ -1,111 +1,162 @@
-// The loopback 2-hop chain shared by the HTTP benchmarks: front --undici--> back,
-// both node:http servers in this process, under the OpenTelemetry Node SDK with
-// the http and undici instrumentations, W3C propagators and a batch span
-// processor with a no-op exporter. `parts` says which pieces of the deadline
-// plugin are added: 'propagator' (DeadlinePropagator in the global composite),
-// 'processor' (DeadlineSpanProcessor) and 'instrumentation' (DeadlineInstrumentation,
-// with its request hooks passed to the http and undici instrumentations).
-// 'floor' instead adds bare stand-ins for the least work the deadline contract
-// itself requires (bench/contract-floor.mjs), for comparison; '-piece' entries
-// leave pieces of it out. 'bare' is the same two servers and undici.request
-// with no OpenTelemetry at all: what OTel itself adds is the plain chain minus
-// this one.
+// The HTTP chain shared by bench:http and bench:http:instructions, shaped like
+// a service's traffic: a front node:http server that reads a JSON body and
+// answers JSON, and for each request makes three calls to a back server, each
+// with a JSON reply:
+// - a `fetch` POST with a JSON body and three headers;
+// - an `undici.request` GET with options (method, headers);
+// - a node:http `http.request` GET through a keep-alive agent.
+// Both servers are in this process. `mode` says what runs around them:
+// - 'bare': no OpenTelemetry at all;
+// - 'otel': the OpenTelemetry Node SDK with instrumentation-http and
+//   instrumentation-undici (which also sees fetch), W3C trace-context and
+//   baggage propagators, and a batch span processor with a no-op exporter;
+// - 'plugin': 'otel' plus the deadline plugin as the quick start sets it up
+//   (DeadlinePropagator, DeadlineSpanProcessor, DeadlineInstrumentation).
+// Requests carry `x-deadline-remaining-ms`, so with the plugin every hop is
+// admitted under a deadline and every outgoing call is guarded.
 import { createRequire } from 'node:module';
+import { drive } from './socket-driver.mjs';
 
 const require = createRequire(import.meta.url);
 
-export const ALL_PARTS = Object.freeze(['propagator', 'processor', 'instrumentation']);
+export const MODES = Object.freeze(['bare', 'otel', 'plugin']);
+/** A budget the chain cannot use up, even 100 times slower under valgrind. */
+export const BUDGET_MS = 600_000;
+/** The body every request to the front carries. */
+export const FRONT_BODY = JSON.stringify({ sku: 'A-1042', quantity: 3, note: 'bench' });
 
-/**
- * The batch processor's export interval (the SDK default, 5 s). The
- * instruction-count benchmark runs 100 times slower under valgrind and sets it
- * so high that batches leave only when full: a timer would otherwise fire a
- * varying number of times per run and keep spans alive for varying times.
- */
-const EXPORT_DELAY_MS = Number(process.env.BENCH_CHAIN_EXPORT_DELAY_MS ?? 5_000);
-/** Spans per export batch; a full batch leaves at once. The instruction count uses the SDK default, 512. */
-const EXPORT_BATCH = Number(process.env.BENCH_CHAIN_EXPORT_BATCH ?? 4_096);
-
-/**
- * The pieces of the contract floor left out (bench/contract-floor.mjs), read
- * on every request: the instruction benchmark changes it between segments of
- * one run.
- */
-export const floorOmissions = new Set();
-
-/** Starts the SDK and both servers; resolves with the front server's port. */
-export async function startChain(parts) {
-  const has = (part) => parts.includes(part);
-  if (has('bare')) return serveChain(undefined);
+/** The SDK and, with the plugin, the deadline pieces, as an application sets them up. */
+function startSdk(mode, { exportBatch, exportDelayMs }) {
   const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = require('@opentelemetry/core');
   const { NodeSDK } = require('@opentelemetry/sdk-node');
   const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
   const { PeriodicExportingMetricReader } = require('@opentelemetry/sdk-metrics');
   const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
   const { UndiciInstrumentation } = require('@opentelemetry/instrumentation-undici');
-  const lib = require('../dist/cjs/src/index.js');
-  const floor = has('floor') ? await import('./contract-floor.mjs') : undefined;
-  // Pieces of the floor left out, as '-piece' entries of `parts` (see contract-floor.mjs).
-  const omit = floorOmissions;
-  for (const part of parts) if (part.startsWith('-')) omit.add(part.slice(1));
-  const floorHooks = floor?.floorHooks(require('@opentelemetry/api'), omit);
-
-  const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
-  // Metrics go to a no-op exporter on the same schedule as spans. Left to the
-  // SDK's defaults, an OTLP reader would try to export every 60 s to a
-  // collector that is not there: under callgrind a window lasts minutes, so
-  // one window paid for a failed export (about 11,000 instructions per
-  // request in it) and the next did not.
-  const metricReader = new PeriodicExportingMetricReader({
-    exporter: noopExporter,
-    exportIntervalMillis: EXPORT_DELAY_MS,
-    exportTimeoutMillis: Math.min(30_000, EXPORT_DELAY_MS),
-  });
-  const deadline = has('instrumentation') ? new lib.DeadlineInstrumentation() : undefined;
-  const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
-  if (has('propagator')) propagators.push(new lib.DeadlinePropagator());
-  if (floor) propagators.push(new floor.FloorPropagator(omit));
+  const lib = mode === 'plugin' ? require('../dist/cjs/src/index.js') : undefined;
+  const deadline = lib && new lib.DeadlineInstrumentation();
+  const noopExporter = { export: (_items, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
   const sdk = new NodeSDK({
-    textMapPropagator: new CompositePropagator({ propagators }),
-    metricReaders: [metricReader],
+    textMapPropagator: new CompositePropagator({
+      propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), ...(lib ? [new lib.DeadlinePropagator()] : [])],
+    }),
+    // Without a reader of its own the SDK would try an OTLP export every 60 s to a collector that is not there.
+    metricReaders: [new PeriodicExportingMetricReader({ exporter: noopExporter, exportIntervalMillis: exportDelayMs, exportTimeoutMillis: Math.min(30_000, exportDelayMs) })],
     spanProcessors: [
-      ...(has('processor') ? [new lib.DeadlineSpanProcessor()] : []),
-      ...(floor ? [new floor.FloorSpanProcessor(omit)] : []),
-      new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: EXPORT_BATCH, scheduledDelayMillis: EXPORT_DELAY_MS }),
+      ...(lib ? [new lib.DeadlineSpanProcessor()] : []),
+      new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: exportBatch, scheduledDelayMillis: exportDelayMs }),
     ],
     instrumentations: [
-      new HttpInstrumentation(deadline ? { requestHook: deadline.httpRequestHook } : {}),
-      new UndiciInstrumentation(deadline ? { requestHook: deadline.undiciRequestHook } : {}),
+      // The instrumentation's request hooks, where this version of the package offers them (the register entry passes them).
+      new HttpInstrumentation(deadline?.httpRequestHook ? { requestHook: deadline.httpRequestHook } : {}),
+      new UndiciInstrumentation(deadline?.undiciRequestHook ? { requestHook: deadline.undiciRequestHook } : {}),
       ...(deadline ? [deadline] : []),
     ],
   });
   sdk.start();
-  return serveChain(floorHooks);
+  return sdk;
 }
 
-/** The two servers, front calling back with undici.request; resolves with the front server's port. */
-async function serveChain(floorHooks) {
-  const http = require('node:http');
-  const undici = require('undici');
-
-  const listen = (handler) =>
-    new Promise((resolve) => {
-      const server = http.createServer(floorHooks ? floorHooks.serve(handler) : handler);
-      server.keepAliveTimeout = 60_000;
-      server.listen(0, '127.0.0.1', () => resolve(server));
-    });
-  const back = await listen((_req, res) => res.end('back'));
-  const backUrl = `http://127.0.0.1:${back.address().port}/`;
-  const front = await listen(async (_req, res) => {
-    const guard = floorHooks?.startCall();
-    try {
-      const { body } = await undici.request(backUrl);
-      res.end(`front+${await body.text()}`);
-    } catch (err) {
-      res.statusCode = 502;
-      res.end(err.name);
-    }
-    if (guard !== undefined) floorHooks.endCall(guard);
+/** Reads a request's or reply's body as text. */
+function readBody(stream) {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    stream.setEncoding('utf8');
+    stream.on('data', (chunk) => (text += chunk));
+    stream.once('end', () => resolve(text));
+    stream.once('error', reject);
   });
-  return front.address().port;
+}
+
+function answerJson(res, status, value) {
+  const body = JSON.stringify(value);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function listen(http, handler) {
+  return new Promise((resolve) => {
+    const server = http.createServer(handler);
+    // Idle keep-alive connections stay open: under valgrind the process runs 50 to 100 times slower, and a
+    // server closing an idle connection just as a client reuses it fails that request (fetch: TypeError).
+    server.keepAliveTimeout = 3_600_000;
+    server.listen(0, '127.0.0.1', () => resolve(server));
+  });
+}
+
+/** The back server: creates an order (POST /orders), reads one (GET /orders/:id) and its stock (GET /stock/:sku). */
+function backHandler(req, res) {
+  if (req.method === 'POST') {
+    readBody(req).then(
+      (text) => {
+        const order = JSON.parse(text);
+        answerJson(res, 201, { id: 'o-1', sku: order.sku, quantity: order.quantity, status: 'created' });
+      },
+      () => answerJson(res, 400, { error: 'bad body' }),
+    );
+    return;
+  }
+  req.resume();
+  if (req.url.startsWith('/orders/')) answerJson(res, 200, { id: req.url.slice(8), status: 'created', total: 31.5 });
+  else answerJson(res, 200, { sku: req.url.slice(7), available: 17 });
+}
+
+/**
+ * Starts the SDK (unless 'bare') and both servers; resolves with the front
+ * server and `close()`. `exportBatch` / `exportDelayMs` set the batch span
+ * processor (the instruction count exports full batches of 512 only, no timer).
+ */
+export async function startChain(mode, { exportBatch = 4_096, exportDelayMs = 5_000 } = {}) {
+  if (!MODES.includes(mode)) throw new RangeError(`unknown mode ${mode}: one of ${MODES.join(', ')}`);
+  const sdk = mode === 'bare' ? undefined : startSdk(mode, { exportBatch, exportDelayMs });
+  // Loaded after the SDK started, so the instrumentations see them.
+  const httpClient = require('node:http');
+  const undici = require('undici');
+  const agent = new httpClient.Agent({ keepAlive: true, maxSockets: 64 });
+
+  const back = await listen(httpClient, backHandler);
+  const backPort = back.address().port;
+  const backUrl = `http://127.0.0.1:${backPort}`;
+  const getStock = (sku) =>
+    new Promise((resolve, reject) => {
+      const req = httpClient.request({ host: '127.0.0.1', port: backPort, path: `/stock/${sku}`, method: 'GET', agent, headers: { accept: 'application/json' } }, (reply) =>
+        readBody(reply).then((text) => resolve(JSON.parse(text)), reject),
+      );
+      req.once('error', reject);
+      req.end();
+    });
+
+  const front = await listen(httpClient, async (req, res) => {
+    try {
+      const input = JSON.parse(await readBody(req));
+      const created = await fetch(`${backUrl}/orders`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json', 'x-request-id': 'bench-1' },
+        body: JSON.stringify({ sku: input.sku, quantity: input.quantity }),
+      });
+      const order = await created.json();
+      const { statusCode, body } = await undici.request(`${backUrl}/orders/${order.id}`, {
+        method: 'GET',
+        headers: { accept: 'application/json', 'x-request-id': 'bench-1' },
+      });
+      const details = await body.json();
+      const stock = await getStock(input.sku);
+      answerJson(res, 200, { order: details.id, status: statusCode === 200 ? details.status : 'unknown', available: stock.available });
+    } catch (err) {
+      if (!res.headersSent) answerJson(res, 502, { error: err.name });
+    }
+  });
+
+  async function close() {
+    agent.destroy();
+    await Promise.all([front, back].map((server) => new Promise((resolve) => server.close(resolve).closeAllConnections())));
+    await sdk?.shutdown();
+  }
+  return { port: front.address().port, close };
+}
+
+/** The workload of bench/callgrind.mjs: `run(count)` sends `count` requests through the chain. */
+export async function open(mode) {
+  const chain = await startChain(mode, { exportBatch: 512, exportDelayMs: 2 ** 31 - 1 });
+  return { run: (count) => drive(chain.port, count, BUDGET_MS, FRONT_BODY), close: chain.close };
 }

@@ -4,11 +4,12 @@
 //      its 100 children in one cascade, so the lag includes the fan-out.
 // Lag = time from a deadline's cutoff to its signal's abort event. Heap and
 // live timers are read before, while armed, and after dispose + gc, to show
-// nothing is left behind. Prints a Markdown section between <!-- bench:lag --> markers.
+// nothing is left behind. Writes bench/results/lag.json.
 import { loadavg } from 'node:os';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { openDeadline } from '../dist/esm/index.mjs';
 import { trackTimers } from '../test/hardening/load/resources.mjs';
+import { writeResult } from './report.mjs';
 
 if (typeof globalThis.gc !== 'function') {
   console.error('run with node --expose-gc (npm run bench:lag does)');
@@ -209,33 +210,40 @@ const resourceLine = (counts) =>
   Object.entries(counts)
     .map(([k, v]) => `${k}×${v}`)
     .join(', ') || 'none';
-const lines = [
-  '<!-- bench:lag -->',
-  '### Cancellation lag (`npm run bench:lag`)',
-  '',
-  `Time from each deadline's cutoff to its abort event, ${ROUNDS} rounds of ${DEADLINES.toLocaleString('en-US')} live deadlines each ` +
-    `(all rounds pooled for p50/p99/max). Cutoffs are read before opening, so lags are upper bounds.`,
-  '',
-  '| scenario | p50 | p99 | max | worst round p99 | longest GC pause while firing | heap while armed | time to arm all | missed |',
-  '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
-  ...rows.map(
-    (r) =>
-      `| ${r.name} | ${fmt(r.p50)} ms | ${fmt(r.p99)} ms | ${fmt(r.max)} ms | ${fmt(r.worstRoundP99)} ms | ${fmt(r.gcPauseMs)} ms | ${kib(r.heapArmed)} | ${fmt(r.setupMs, 0)} ms | ${r.missed} |`,
-  ),
-  '',
-  `Load average (1 min) ${fmt(loadBefore)} before, ${fmt(loadavg()[0])} after: other processes share the cores, and ` +
-    'every scenario, the baseline included, pays for it in p99.',
-  '',
-  `Target p99 ≤ ${TARGET_P99_MS} ms: **${pass ? 'met' : 'NOT met'}**. ` +
-    `p99 over the hand-made baseline: ${ours.map((r) => `${r.name.slice(0, 3)} ${fmt(r.p99 / base.p99)}×`).join(', ')}.`,
-  '',
-  `Left behind after dispose + gc: heap ${kib(heapAfter - heapAfterFirstRound)} between the end of round 1 and the end of round ${ROUNDS} ` +
-    `(${kib(heapAfter - heapBaseline)} against the cold start, which includes code compiled on first use); ` +
-    `deadline timers ${timersAfter} (${ours[0].timersArmed.toLocaleString('en-US')} while armed); ` +
-    `active resources before: ${resourceLine(resourcesBefore)}, after: ${resourceLine(resourcesAfter)}.`,
-  '<!-- /bench:lag -->',
-];
-console.log(lines.join('\n'));
+writeResult('lag', {
+  title: 'Cancellation lag',
+  command: 'npm run bench:lag',
+  tables: [
+    {
+      caption: `Time from each deadline's cutoff to its abort event, ${ROUNDS} rounds of ${fmt(DEADLINES)} live deadlines each, pooled`,
+      columns: ['scenario', 'p50:', 'p99:', 'max:', 'worst round p99:', 'longest GC pause while firing:', 'heap while armed:', 'time to arm all:', 'missed:'],
+      rows: rows.map((r) => [
+        r.name,
+        `${fmt(r.p50)} ms`,
+        `${fmt(r.p99)} ms`,
+        `${fmt(r.max)} ms`,
+        `${fmt(r.worstRoundP99)} ms`,
+        `${fmt(r.gcPauseMs)} ms`,
+        kib(r.heapArmed),
+        `${fmt(r.setupMs, 0)} ms`,
+        String(r.missed),
+      ]),
+    },
+    {
+      caption: 'Against the target, and what is left behind',
+      columns: ['figure', 'value', 'target'],
+      rows: [
+        ['p99 of the package\'s scenarios', ours.map((r) => `${fmt(r.p99)} ms`).join(', '), `at most ${TARGET_P99_MS} ms (${pass ? 'met' : 'NOT met'})`],
+        ['p99 over the hand-made baseline', ours.map((r) => `${fmt(r.p99 / base.p99)}×`).join(', '), ''],
+        [`heap left between the end of round 1 and round ${ROUNDS}`, kib(heapAfter - heapAfterFirstRound), ''],
+        ['deadline timers left after dispose', String(timersAfter), '0'],
+        ['active resources before / after', `${resourceLine(resourcesBefore)} / ${resourceLine(resourcesAfter)}`, ''],
+        ['load average (1 min) before / after', `${fmt(loadBefore)} / ${fmt(loadavg()[0])}`, ''],
+      ],
+    },
+  ],
+  data: { rows, timersAfter, heapLeftBytes: heapAfter - heapAfterFirstRound },
+});
 gcObserver.disconnect();
 // Lag depends on the machine; what is left behind does not.
 if (timersAfter !== 0) process.exitCode = 1;
