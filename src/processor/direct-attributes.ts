@@ -9,7 +9,7 @@ import type { AttributeValue } from '@opentelemetry/api';
  * dictionary once keyed stores have given it about 20 properties. An http
  * client span carries a dozen attributes of its own, so our eight pushed it
  * over: building and garbage-collecting that span then cost several
- * microseconds more (bench/http-parts). Stores written with literal property
+ * microseconds more (measured on the old bench chain). Stores written with literal property
  * names (see DeadlineSpanProcessor) do not count against that limit.
  *
  * The fields used are the ones `setAttribute` itself uses in sdk-trace 2.x and
