@@ -64,7 +64,7 @@ async function npmInstall(packages: string[]): Promise<void> {
 beforeAll(async () => {
   // The sources the build reads, without dist/: a tarball with a built dist/ proves prepack ran.
   mkdirSync(source);
-  for (const path of ['package.json', 'README.md', 'LICENSE', 'tsconfig.json', 'tsconfig.build.json', 'src', 'instrumentation', 'scripts']) {
+  for (const path of ['package.json', 'README.md', 'LICENSE', 'tsconfig.json', 'tsconfig.build.json', 'src', 'instrumentation', 'scripts', 'docs', 'BENCHMARKS.md', 'examples']) {
     cpSync(join(root, path), join(source, path), { recursive: true });
   }
   symlinkSync(join(root, 'node_modules'), join(source, 'node_modules'), 'dir');
@@ -101,8 +101,16 @@ describe('npm pack', () => {
     expect(text).toContain('END OF TERMS AND CONDITIONS');
   });
 
-  it('ships only the build, the README, the LICENSE and package.json: no sources, tests or tooling', () => {
-    const unexpected = packed.filter((path) => !/^dist\/(cjs|esm)\//.test(path) && !['README.md', 'LICENSE', 'package.json'].includes(path));
+  it('ships every file the README links to, so its links work in node_modules too', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const links = [...readme.matchAll(/\]\(([^)#:\s]+)(?:#[^)]*)?\)/g)].map((match) => match[1]!);
+    expect(links.length).toBeGreaterThan(5);
+    for (const link of links) expect(packed, link).toContain(link);
+  });
+
+  it('ships only the build, the docs, the README, the LICENSE and package.json: no sources, tests or tooling', () => {
+    const docs = (path: string) => /^docs\/[\w.-]+\.(md|png)$/.test(path) || ['BENCHMARKS.md', 'examples/express/README.md'].includes(path);
+    const unexpected = packed.filter((path) => !/^dist\/(cjs|esm)\//.test(path) && !docs(path) && !['README.md', 'LICENSE', 'package.json'].includes(path));
     expect(unexpected).toEqual([]);
     expect(packed.filter((path) => /(^|\/)test\//.test(path) || path.endsWith('.ts') && !path.endsWith('.d.ts'))).toEqual([]);
   });
