@@ -2,7 +2,7 @@
 // `require` of this package always share one module instance (one set of
 // context keys, one set of error classes).
 import { createRequire } from 'node:module';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 
 const require = createRequire(import.meta.url);
 // A third element `sideEffect` marks an entry that is run, not re-exported (it is never required here).
@@ -30,3 +30,9 @@ for (const [file, target, kind] of entries) {
   ].join('\n');
   writeFileSync(new URL(`../dist/esm/${file}`, import.meta.url), body);
 }
+
+// tsc writes the CLI without the execute bit. npm sets it when it installs the
+// package, but `npx deadline-lineage` run from a clone (the demo's re-run hint)
+// executes the built file in place.
+const { bin } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+for (const target of Object.values(bin)) chmodSync(new URL(`../${target}`, import.meta.url), 0o755);
