@@ -1,6 +1,6 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
-import type { ClientHost } from './client/host';
+import type { ClientHost } from './call/host';
 import type { ResolvedConfig } from './config';
 import type { ServerHost } from './server/listener';
 

@@ -8,7 +8,7 @@ import {
   type ManagedDeadline,
 } from '../src';
 import { onDeadlineAbort, type AbortWatcher, type DeadlineNode } from '../src/deadline';
-import { mayStart, refusalAt, refusalFor } from '../instrumentation/client/begin';
+import { mayStart, refusalAt, refusalFor } from '../instrumentation/call/budget';
 import { untilPassed } from './helpers/clock';
 import { aborted, sleep } from './helpers/otel';
 import { watchTimers } from './helpers/timers';

@@ -1,7 +1,8 @@
 import { context } from '@opentelemetry/api';
 import { beginCall, recordRefusal } from './begin';
-import type { ClientHost } from './host';
-import { claimsEarlyReject, errorFromClaim, parseRejectBody, readSmallBody, type RejectClaim } from './reply';
+import type { ClientHost } from '../call/host';
+import { claimsEarlyReject, parseRejectBody, readSmallBody } from './reply';
+import { errorFromClaim, type RejectClaim } from '../call/reject-claim';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
 import type { ResolvedConfig } from '../config';
 import type { OutgoingCall } from './call';

@@ -1,5 +1,4 @@
-import type { Deadline } from '../../src/deadline';
-import { DeadlineExceededError, InsufficientBudgetError } from '../../src/errors';
+import { isRejectValue, type RejectClaim } from '../call/reject-claim';
 import { MAX_DEADLINE_MS } from '../../src/time';
 import type { ResolvedConfig } from '../config';
 import type { ReplyInfo } from '../types';
@@ -19,9 +18,6 @@ import type { ReplyInfo } from '../types';
 
 /** Early-reject bodies are a few dozen bytes; anything larger is not one. */
 export const MAX_REPLY_BODY_BYTES = 1024;
-
-/** What a well-formed early-reject body says. */
-export type RejectClaim = { code: 'DEADLINE_EXCEEDED' } | { code: 'INSUFFICIENT_BUDGET'; neededMs: number; remainingMs: number };
 
 /** What a body read left: the bytes read, and the error that stopped it, if any. */
 export interface ReadResult {
@@ -46,12 +42,6 @@ export async function readSmallBody(body: AsyncIterable<Uint8Array | string> | n
     return { bytes: Buffer.concat(chunks), error };
   }
   return { bytes: Buffer.concat(chunks) };
-}
-
-/** True for a header value (node:http, undici `request`, fetch `Headers.get`) that is exactly `1`. */
-export function isRejectValue(value: unknown): boolean {
-  if (Array.isArray(value)) return value.length === 1 && isRejectValue(value[0]);
-  return typeof value === 'string' && value.trim() === '1';
 }
 
 /** The value of `name` in undici's raw response headers (`[name, value, ...]`, Buffers or strings). */
@@ -108,10 +98,3 @@ export function parseRejectBody(body: Buffer | string | undefined): RejectClaim 
   return { code: 'INSUFFICIENT_BUDGET', neededMs, remainingMs };
 }
 
-/** The error a client raises for an early-reject reply it believed. */
-export function errorFromClaim(operation: string, deadline: Deadline, claim: RejectClaim): Error {
-  if (claim.code === 'INSUFFICIENT_BUDGET') {
-    return new InsufficientBudgetError(`${operation} (rejected by the server)`, claim.neededMs, claim.remainingMs);
-  }
-  return new DeadlineExceededError(`${operation} (rejected by the server)`, deadline.expiresAtMs);
-}

@@ -2,7 +2,7 @@ import type { Context } from '@opentelemetry/api';
 import { deadlineIn } from '../../src/context';
 import { tracingSuppressed } from '../../src/otel-api';
 import type { Deadline } from '../../src/deadline';
-import type { ClientHost } from '../client/host';
+import type { ClientHost } from '../call/host';
 
 export type DbDriver = 'pg' | 'mysql2' | 'ioredis';
 

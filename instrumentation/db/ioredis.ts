@@ -1,8 +1,8 @@
 import type { Span } from '@opentelemetry/api';
 import { contextApi } from '../../src/otel-api';
 import { spanStartLook } from '../../src/processor/statement-in-flight';
-import { budgetLeft, mayStart, refusalAt } from '../client/begin';
-import type { ClientHost } from '../client/host';
+import { budgetLeft, mayStart, refusalAt } from '../call/budget';
+import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
 import { makeOpensOutsideDeadline } from './connection-context';

@@ -1,5 +1,5 @@
 import { InstrumentationNodeModuleDefinition, InstrumentationNodeModuleFile } from '@opentelemetry/instrumentation';
-import type { ClientHost } from '../client/host';
+import type { ClientHost } from '../call/host';
 import type { MethodPatch } from '../wrap';
 import { makeOpensOutsideDeadline } from './connection-context';
 import { DriverSpanSlot } from './driver-span';

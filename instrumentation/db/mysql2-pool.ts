@@ -1,7 +1,7 @@
 import { context } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
-import { refusalFor } from '../client/begin';
-import type { ClientHost } from '../client/host';
+import { refusalFor } from '../call/budget';
+import type { ClientHost } from '../call/host';
 import { wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
 import { makeOpensOutsideDeadline } from './connection-context';

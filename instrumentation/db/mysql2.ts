@@ -1,8 +1,8 @@
 import type { Context, Span } from '@opentelemetry/api';
 import { contextApi } from '../../src/otel-api';
 import type { Deadline } from '../../src/deadline';
-import { budgetLeft, mayStart, refusalAt } from '../client/begin';
-import type { ClientHost } from '../client/host';
+import { budgetLeft, mayStart, refusalAt } from '../call/budget';
+import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
 import { deliver, isFunction } from './deliver';

@@ -1,7 +1,7 @@
 import { context, type Context } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
-import { budgetLeft, mayStart, refusalAt, refusalFor } from '../client/begin';
-import type { ClientHost } from '../client/host';
+import { budgetLeft, mayStart, refusalAt, refusalFor } from '../call/budget';
+import type { ClientHost } from '../call/host';
 import { statementDeadline } from './begin';
 import { deliver, isFunction } from './deliver';
 import { handsOverUnguarded } from './handover';

@@ -1,4 +1,4 @@
-import type { ClientHost } from '../client/host';
+import type { ClientHost } from '../call/host';
 import { isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import { makeOpensOutsideDeadline } from './connection-context';
 import type { DriverSpanSlot } from './driver-span';

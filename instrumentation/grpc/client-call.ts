@@ -3,7 +3,7 @@ import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadl
 import { LinkedItem } from '../../src/linked-set';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason } from '../../src/errors';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
-import { errorFromClaim } from '../client/reply';
+import { errorFromClaim } from '../call/reject-claim';
 import { ATTR_DEADLINE_WOULD_ABORT } from '../names';
 import {
   GRPC_CANCELLED,

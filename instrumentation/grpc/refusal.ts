@@ -1,7 +1,7 @@
 import { HEADER_DEADLINE_EXPIRED } from '../../src/attributes';
 import { MAX_DEADLINE_MS } from '../../src/time';
-import type { RejectClaim } from '../client/reply';
-import { isRejectValue } from '../client/reply';
+import type { RejectClaim } from '../call/reject-claim';
+import { isRejectValue } from '../call/reject-claim';
 import { GRPC_DEADLINE_EXCEEDED, type GrpcStatus } from './grpc-types';
 
 /**

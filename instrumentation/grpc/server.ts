@@ -3,7 +3,7 @@ import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
 import { DeadlineNode } from '../../src/deadline';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
-import type { RejectClaim } from '../client/reply';
+import type { RejectClaim } from '../call/reject-claim';
 import type { ResolvedConfig } from '../config';
 import { ATTR_DEADLINE_WOULD_REJECT, HEADER_DEADLINE_EXPIRED } from '../names';
 import { budgetFromWire, fromExtracted, rejectionFor, type IncomingBudget, type RejectCode } from '../server/admission';

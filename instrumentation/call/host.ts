@@ -1,7 +1,7 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { ResolvedConfig } from '../config';
 
-/** What the client wrappers need from the instrumentation, read on every call (config can change). */
+/** What the transport wrappers (HTTP, database, gRPC) need from the instrumentation, read on every call (config can change). */
 export interface ClientHost {
   readonly settings: ResolvedConfig;
   readonly tracer: Tracer;
