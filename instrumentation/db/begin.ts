@@ -1,6 +1,6 @@
 import type { Context } from '@opentelemetry/api';
 import { deadlineIn } from '../../src/context';
-import { tracingSuppressed } from '../../src/otel-api';
+import { isTracingSuppressed as tracingSuppressed } from '@opentelemetry/core';
 import type { Deadline } from '../../src/deadline';
 import type { ClientHost } from '../call/host';
 

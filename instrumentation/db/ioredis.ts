@@ -1,5 +1,5 @@
 import type { Span } from '@opentelemetry/api';
-import { contextApi } from '../../src/otel-api';
+import { context as contextApi } from '@opentelemetry/api';
 import { spanStartLook } from '../../src/processor/statement-in-flight';
 import { budgetLeft, mayStart, refusalAt } from '../call/budget';
 import type { ClientHost } from '../call/host';

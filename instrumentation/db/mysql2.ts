@@ -1,5 +1,5 @@
 import type { Context, Span } from '@opentelemetry/api';
-import { contextApi } from '../../src/otel-api';
+import { context as contextApi } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalAt } from '../call/budget';
 import type { ClientHost } from '../call/host';

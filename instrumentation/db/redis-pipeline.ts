@@ -19,7 +19,7 @@
 import type { Context } from '@opentelemetry/api';
 import { withoutDeadline } from '../../src/context';
 import type { Deadline } from '../../src/deadline';
-import { contextApi } from '../../src/otel-api';
+import { context as contextApi } from '@opentelemetry/api';
 import { budgetLeft, mayStart, refusalAt } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, unwrappedBy, wrapMethod, type MethodPatch } from '../wrap';
