@@ -98,11 +98,8 @@ function closeRequest(request: object, state: RequestState): void {
  * Returns the unsubscribe function.
  */
 export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => void {
-  // Per request, kept on the request object under a key of this subscription's
-  // own: a WeakMap entry per request costs more in garbage collection.
-  const stateKey = Symbol('otel-deadline.undici-request');
-  type Tracked = { [key: symbol]: RequestState | undefined };
-  const stateOf = (request: object) => (request as Tracked)[stateKey];
+  const states = new WeakMap<object, RequestState>();
+  const stateOf = (request: object) => states.get(request);
   const requestClasses = new RequestClassPatcher({
     // undici calls a request's `onConnect` right before writing it. A request
     // can get there after its cutoff: it waited for a busy connection while a
@@ -147,7 +144,7 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
       addMissingDeadlineHeaders(request, () => deadlineHeaderValues(ctx));
     }
     if (call === undefined) return;
-    (request as Tracked)[stateKey] = { call, abortWrite: undefined, socket: undefined };
+    states.set(request, { call, abortWrite: undefined, socket: undefined });
     call.requestOpened();
   };
   // Published synchronously right before undici writes the headers: the last

@@ -34,53 +34,36 @@ export function deadlineHeaderValues(ctx: Context): DeadlineHeaderValues | undef
   return { remaining, atMs, baggage: out[HEADER_BAGGAGE] ?? `${BAGGAGE_DEADLINE_KEY}=${atMs}` };
 }
 
-/** A copy of a node:http (or undici) headers object with the deadline headers set. */
-export function withDeadlineHeaders(headers: Record<string, unknown> | undefined, values: DeadlineHeaderValues): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
+/** `[name, value]` pairs with the deadline headers set: ours replace the caller's, and baggage is merged. */
+function pairsWithDeadline(pairs: readonly [unknown, unknown][], values: DeadlineHeaderValues): [unknown, unknown][] {
+  const out: [unknown, unknown][] = [];
   const baggage: string[] = [];
-  for (const [name, value] of Object.entries(headers ?? {})) {
-    const lower = name.toLowerCase();
-    if (REPLACED.has(lower)) continue;
+  for (const [name, value] of pairs) {
+    const lower = typeof name === 'string' ? name.toLowerCase() : '';
     if (lower === HEADER_BAGGAGE) baggage.push(...headerText(value));
-    else out[name] = value;
+    else if (!REPLACED.has(lower)) out.push([name, value]);
   }
-  out[HEADER_REMAINING_MS] = values.remaining;
-  out[HEADER_AT_MS] = values.atMs;
-  out[HEADER_BAGGAGE] = baggage.length > 0 ? mergeBaggage(baggage, values.atMs) : values.baggage;
+  out.push([HEADER_REMAINING_MS, values.remaining], [HEADER_AT_MS, values.atMs]);
+  out.push([HEADER_BAGGAGE, baggage.length > 0 ? mergeBaggage(baggage, values.atMs) : values.baggage]);
   return out;
 }
 
-/** A copy of a flat `[name, value, name, value, ...]` header list with the deadline headers set. */
-function listWithDeadlineHeaders(list: readonly unknown[], values: DeadlineHeaderValues): unknown[] {
-  const out: unknown[] = [];
-  const baggage: string[] = [];
-  for (let i = 0; i + 1 < list.length; i += 2) {
-    const lower = typeof list[i] === 'string' ? (list[i] as string).toLowerCase() : '';
-    if (REPLACED.has(lower)) continue;
-    if (lower === HEADER_BAGGAGE) baggage.push(...headerText(list[i + 1]));
-    else out.push(list[i], list[i + 1]);
+/**
+ * A call's `headers` option with the deadline headers set: an object, a flat
+ * `[name, value, ...]` list (node:http and undici), or an iterable of pairs
+ * (undici), given back in the same form (pairs as a flat list).
+ */
+export function headersWithDeadline(headers: unknown, values: DeadlineHeaderValues): unknown {
+  if (headers === undefined || headers === null) return Object.fromEntries(pairsWithDeadline([], values));
+  if (Array.isArray(headers) && !Array.isArray(headers[0])) {
+    const pairs: [unknown, unknown][] = [];
+    for (let i = 0; i + 1 < headers.length; i += 2) pairs.push([headers[i], headers[i + 1]]);
+    return pairsWithDeadline(pairs, values).flat();
   }
-  out.push(HEADER_REMAINING_MS, values.remaining, HEADER_AT_MS, values.atMs);
-  out.push(HEADER_BAGGAGE, baggage.length > 0 ? mergeBaggage(baggage, values.atMs) : values.baggage);
-  return out;
-}
-
-/** node:http's `headers` option (an object or a flat list) with the deadline headers set. */
-export function httpHeadersWithDeadline(headers: unknown, values: DeadlineHeaderValues): unknown {
-  if (Array.isArray(headers)) return listWithDeadlineHeaders(headers, values);
-  return withDeadlineHeaders(headers as Record<string, unknown> | undefined, values);
-}
-
-/** undici's `opts.headers` (object, flat array or iterable of pairs) with the deadline headers set. */
-export function undiciHeadersWithDeadline(headers: unknown, values: DeadlineHeaderValues): unknown {
-  if (headers === undefined || headers === null) return withDeadlineHeaders(undefined, values);
-  if (Array.isArray(headers) && !Array.isArray(headers[0])) return listWithDeadlineHeaders(headers, values);
   if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
-    const flat: unknown[] = [];
-    for (const pair of headers as Iterable<[unknown, unknown]>) flat.push(pair[0], pair[1]);
-    return listWithDeadlineHeaders(flat, values);
+    return pairsWithDeadline([...(headers as Iterable<[unknown, unknown]>)], values).flat();
   }
-  return withDeadlineHeaders(headers as Record<string, unknown>, values);
+  return Object.fromEntries(pairsWithDeadline(Object.entries(headers), values));
 }
 
 interface HeadersLike {

@@ -6,7 +6,7 @@ import { activeClientSpan, beginCall, recordRefusal } from './begin';
 import type { OutgoingCall } from './call';
 import type { ClientHost } from '../call/host';
 import { checkBeforeNextWrite, clearPendingWrite } from './socket-guard';
-import { httpHeadersWithDeadline } from './deadline-headers';
+import { headersWithDeadline } from './deadline-headers';
 import { headersWithoutDeadline } from './strip-deadline';
 import { claimsEarlyReject, parseRejectBody } from './reply';
 import { errorFromClaim } from '../call/reject-claim';
@@ -230,7 +230,7 @@ export function makeHttpWrapper(host: ClientHost, protocol: 'http:' | 'https:', 
       if (covering !== undefined) call.addSpan(covering);
       // Off the propagateTo list: none, and out with any an http instrumentation wrapping outside ours injected.
       const headers = parsed.options?.headers;
-      const callArgs = buildArgs(parsed, { headers: decision.headers === undefined ? headersWithoutDeadline(headers) : httpHeadersWithDeadline(headers, decision.headers) });
+      const callArgs = buildArgs(parsed, { headers: decision.headers === undefined ? headersWithoutDeadline(headers) : headersWithDeadline(headers, decision.headers) });
       let request: http.ClientRequest;
       depth++;
       try {

@@ -9,7 +9,7 @@ import { HEADER_DEADLINE_EXPIRED } from '../names';
 import type { ReplyInfo } from '../types';
 import { replayBody } from './replay-body';
 import { dispatcherCallUrl, topLevelCallUrl } from './undici-target';
-import { undiciHeadersWithDeadline } from './deadline-headers';
+import { headersWithDeadline } from './deadline-headers';
 
 /**
  * Wrappers for undici's `request`, `stream` and `pipeline`, both the top-level
@@ -49,8 +49,6 @@ interface CallShape {
 type Guarded = Extract<Decision, { kind: 'guard' }>;
 
 const NO_URL: unique symbol = Symbol('dispatcher call');
-/** The `rest` of the usual call, which passes nothing after the url and options. */
-const NO_REST: readonly unknown[] = Object.freeze([]);
 
 /** The call's arguments with `options` and `rest` in place of its own. */
 function rebuildArgs(shape: CallShape, options: UndiciOptions, rest: readonly unknown[]): unknown[] {
@@ -63,9 +61,7 @@ function topLevelShape(args: unknown[]): CallShape {
   const optionsGiven = typeof second === 'object' && second !== null;
   // undici treats an options-like url object as the options when none are given.
   const implicit = typeof url === 'object' && url !== null && !(url instanceof URL) ? (url as UndiciOptions) : {};
-  let rest: readonly unknown[];
-  if (args.length <= 2 && (optionsGiven || second === undefined)) rest = NO_REST;
-  else rest = optionsGiven ? args.slice(2) : args.slice(1).filter((value) => value !== undefined);
+  const rest = optionsGiven ? args.slice(2) : args.slice(1).filter((value) => value !== undefined);
   return { options: optionsGiven ? (second as UndiciOptions) : implicit, rest, url };
 }
 
@@ -73,7 +69,7 @@ function dispatcherShape(args: unknown[]): CallShape {
   const options = args[0];
   return {
     options: (typeof options === 'object' && options !== null ? options : {}) as UndiciOptions,
-    rest: args.length <= 1 ? NO_REST : args.slice(1),
+    rest: args.slice(1),
     url: NO_URL,
   };
 }
@@ -138,9 +134,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
     function (this: unknown, ...args: unknown[]): unknown {
       const shape = topLevel ? topLevelShape(args) : dispatcherShape(args);
       const ctx = context.active();
-      const given = shape.options.method;
-      // The usual GET without a new string.
-      const method = given == null || given === 'GET' ? 'GET' : String(given).toUpperCase();
+      const method = String(shape.options.method ?? 'GET').toUpperCase();
       const callerSignal = shape.options.signal;
       const callUrl = () => (topLevel ? topLevelCallUrl(args[0]) : dispatcherCallUrl(this, shape.options));
       const decision = beginCall(
@@ -174,7 +168,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
       // Set here, in the caller's context: a request queued in a Pool is only
       // created (and seen by the undici channel) later, in another context.
       // Off the propagateTo list, none: the undici channel also takes out any the caller or a propagator set.
-      const headers = decision.headers === undefined ? shape.options.headers : undiciHeadersWithDeadline(shape.options.headers, decision.headers);
+      const headers = decision.headers === undefined ? shape.options.headers : headersWithDeadline(shape.options.headers, decision.headers);
       // undici does not fail a request queued for a pooled connection until it
       // is dispatched, whatever its signal says, so an abort settles our
       // promise (or destroys the pipeline) itself; the queued request is then
@@ -201,9 +195,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
         duplex.once('close', () => call.apiSettled());
         return duplex;
       }
-      // For request, one promise per call, ours: undici is given a callback
-      // instead of making a promise of its own for us to chain on. With async
-      // hooks on (AsyncLocalStorage on Node 20) each promise costs an init hook.
+      // Our promise: the cutoff settles it while undici still holds a queued request.
       let resolveCall!: (result: unknown) => void;
       let rejectCall!: (error: unknown) => void;
       const promise = new Promise<unknown>((resolve, reject) => {
@@ -231,10 +223,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
         settleWithBody(call, api === 'request' ? (result as ResponseData | undefined)?.body : undefined);
         resolveCall(result);
       };
-      // request(opts, callback) sends its reply to the callback right after the options; undici's
-      // top-level stream(url, opts, factory) passes no callback on, so stream keeps undici's promise.
-      if (api === 'request') invoke(original, this, shape, options, [onReply], decision);
-      else (invoke(original, this, shape, options, rest, decision) as Promise<unknown>).then((result) => onReply(null, result), fail);
+      (invoke(original, this, shape, options, rest, decision) as Promise<unknown>).then((result) => onReply(null, result), fail);
       if (!hasCallback) return promise;
       promise.then(
         (result) => (callback as AnyFunction)(null, result),

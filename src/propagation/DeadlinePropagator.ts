@@ -47,33 +47,10 @@ export interface IncomingDeadline {
 
 const CLOCK_POLICIES: readonly ClockPolicy[] = ['min', 'relative', 'absolute'];
 
-/** The wire values extract reads. */
-interface WireValues {
-  remaining: HeaderValue;
-  grpcTimeout: HeaderValue;
-  connectTimeout: HeaderValue;
-  runDeadline: HeaderValue;
-  atMs: HeaderValue;
-  baggage: HeaderValue;
-}
-
-function headerValue(value: unknown): HeaderValue {
+/** The value of `key` in the carrier, when it is a string or a list. */
+function wireValue(getter: TextMapGetter, carrier: unknown, key: string): HeaderValue {
+  const value: unknown = getter.get(carrier, key);
   return typeof value === 'string' || Array.isArray(value) ? (value as HeaderValue) : undefined;
-}
-
-function first(getter: TextMapGetter, carrier: unknown, key: string): HeaderValue {
-  return headerValue(getter.get(carrier, key));
-}
-
-function valuesThrough(getter: TextMapGetter, carrier: unknown): WireValues {
-  return {
-    remaining: first(getter, carrier, HEADER_REMAINING_MS),
-    grpcTimeout: first(getter, carrier, HEADER_GRPC_TIMEOUT),
-    connectTimeout: first(getter, carrier, HEADER_CONNECT_TIMEOUT_MS),
-    runDeadline: first(getter, carrier, HEADER_RUN_DEADLINE_MS),
-    atMs: first(getter, carrier, HEADER_AT_MS),
-    baggage: first(getter, carrier, HEADER_BAGGAGE),
-  };
 }
 
 /** The smaller of two optional values. */
@@ -167,12 +144,12 @@ export class DeadlinePropagator implements TextMapPropagator {
   }
 
   private combine(carrier: unknown, getter: TextMapGetter): IncomingDeadline | undefined {
-    const wire = valuesThrough(getter, carrier);
+    const wire = (key: string) => wireValue(getter, carrier, key);
     const relative = smaller(
-      smaller(smallestIntegerMs(wire.remaining), smallestGrpcTimeout(wire.grpcTimeout)),
-      smaller(smallestIntegerMs(wire.connectTimeout), smallestIntegerMs(wire.runDeadline)),
+      smaller(smallestIntegerMs(wire(HEADER_REMAINING_MS)), smallestGrpcTimeout(wire(HEADER_GRPC_TIMEOUT))),
+      smaller(smallestIntegerMs(wire(HEADER_CONNECT_TIMEOUT_MS)), smallestIntegerMs(wire(HEADER_RUN_DEADLINE_MS))),
     );
-    const absolute = smaller(smallestIntegerMs(wire.atMs), smallestBaggageMs(wire.baggage, BAGGAGE_DEADLINE_KEY));
+    const absolute = smaller(smallestIntegerMs(wire(HEADER_AT_MS)), smallestBaggageMs(wire(HEADER_BAGGAGE), BAGGAGE_DEADLINE_KEY));
     const nowEpoch = Date.now();
     const fromAbsolute = absolute === undefined ? undefined : Math.max(0, absolute - nowEpoch);
     let remaining: number | undefined;
