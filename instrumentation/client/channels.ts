@@ -52,17 +52,6 @@ const connectionContexts = new WeakSet<Context>();
 const onBeforeConnect = (): void => void connectionContexts.add(context.active());
 
 /**
- * Whether a request being created now is created in its caller's context,
- * as far as can be told: not in a context a connection was opened in (see
- * connectionContexts). Its own call's synchronous dispatch always is: the
- * connection is opened after the request that opens it is created, and a
- * dispatcher's drain never runs inside another request's dispatch.
- */
-function inCallerContext(ctx: Context, call: OutgoingCall | undefined): boolean {
-  return call !== undefined || !connectionContexts.has(ctx);
-}
-
-/**
  * The call a request being created belongs to, from the call marker `ctx`
  * holds. In a context a connection was opened in, a marker under the context
  * key may be the call of the request that opened the connection (a fetch,
@@ -139,8 +128,9 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     const involved = allowed !== undefined && (call !== undefined || (!isTracingSuppressed(ctx) && getDeadline(ctx) !== undefined));
     if (involved && !allowed(undiciRequestUrl(request))) {
       if (Array.isArray((request as UndiciRequest).headers)) stripDeadlineHeadersInList((request as UndiciRequest).headers as unknown[]);
-    } else if (inCallerContext(ctx, call)) {
-      // A request created outside its caller's context carries what its own options gave it, and no deadline from here.
+    } else if (call !== undefined || !connectionContexts.has(ctx)) {
+      // Created in its caller's context (its own call's dispatch always is). One created from a
+      // connection's callbacks carries what its own options gave it, and no deadline from here.
       addMissingDeadlineHeaders(request, () => deadlineHeaderValues(ctx));
     }
     if (call === undefined) return;

@@ -216,8 +216,7 @@ export function makeHttpWrapper(host: ClientHost, protocol: 'http:' | 'https:', 
         // propagator inside the transport adds none, and deadline headers an
         // http instrumentation wrapping outside ours already injected come out.
         const headers = parsed.options?.headers;
-        const cleaned = headers === undefined ? headers : headersWithoutDeadline(headers);
-        const callArgs = cleaned === headers ? args : buildArgs(parsed, { headers: cleaned });
+        const callArgs = headers === undefined ? args : buildArgs(parsed, { headers: headersWithoutDeadline(headers) });
         return context.with(decision.context, () => original.apply(this, callArgs));
       }
       if (decision.kind === 'refuse') {

@@ -29,13 +29,10 @@ function pairsOfList(list: readonly unknown[]): [unknown, unknown][] {
   return pairs;
 }
 
-/** node:http request headers (an object or a flat list) without the deadline; `headers` itself when none is in. */
+/** node:http request headers (an object or a flat list) without the deadline. */
 export function headersWithoutDeadline(headers: unknown): unknown {
-  if (typeof headers !== 'object' || headers === null) return headers;
-  const pairs = Array.isArray(headers) ? pairsOfList(headers) : Object.entries(headers);
-  const kept = pairsWithoutDeadline(pairs);
-  if (kept.length === pairs.length && kept.every(([, value], i) => value === pairs[i][1])) return headers;
-  return Array.isArray(headers) ? kept.flat() : Object.fromEntries(kept);
+  if (Array.isArray(headers)) return pairsWithoutDeadline(pairsOfList(headers)).flat();
+  return typeof headers === 'object' && headers !== null ? Object.fromEntries(pairsWithoutDeadline(Object.entries(headers))) : headers;
 }
 
 /**

@@ -18,30 +18,20 @@ export type HeaderValue = string | string[] | undefined;
 
 type ParseOne = (item: string) => number | undefined;
 
-/** The smallest valid item of one header value, which a proxy may have comma-joined. */
-function smallestInValue(value: unknown, parseOne: ParseOne): number | undefined {
-  if (typeof value !== 'string' || value.length > MAX_HEADER_VALUE_LENGTH) return undefined;
-  if (!value.includes(',')) return parseOne(value.trim());
-  let best: number | undefined;
-  for (const part of value.split(',', MAX_LIST_ITEMS)) {
-    const parsed = parseOne(part.trim());
-    if (parsed !== undefined && (best === undefined || parsed < best)) best = parsed;
-  }
-  return best;
-}
-
 /**
- * The smallest valid value of a possibly multi-valued header wins: that can
- * only shorten a budget, never extend it. Bounded in length and count.
+ * The smallest valid item of a possibly multi-valued header, whose values a
+ * proxy may have comma-joined: that can only shorten a budget, never extend
+ * it. Bounded in length and count.
  */
 function smallest(raw: HeaderValue, parseOne: ParseOne): number | undefined {
-  if (raw === undefined) return undefined;
-  if (!Array.isArray(raw)) return smallestInValue(raw, parseOne);
+  const values: unknown[] = raw === undefined ? [] : Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
   let best: number | undefined;
-  const count = Math.min(raw.length, MAX_LIST_ITEMS);
-  for (let i = 0; i < count; i++) {
-    const parsed = smallestInValue(raw[i], parseOne);
-    if (parsed !== undefined && (best === undefined || parsed < best)) best = parsed;
+  for (const value of values) {
+    if (typeof value !== 'string' || value.length > MAX_HEADER_VALUE_LENGTH) continue;
+    for (const part of value.split(',', MAX_LIST_ITEMS)) {
+      const parsed = parseOne(part.trim());
+      if (parsed !== undefined && (best === undefined || parsed < best)) best = parsed;
+    }
   }
   return best;
 }
