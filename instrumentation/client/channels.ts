@@ -80,7 +80,7 @@ function closeRequest(request: object, state: RequestState): void {
  * fetch) and undici from npm are separate copies, but both publish on these
  * global channel names, so this is the one place that sees every request of
  * either, synchronously, in the caller's async context:
- * - `undici:request:create` makes the deadline headers appear once and ties the request to its call;
+ * - `undici:request:create` adds the deadline headers a request lacks, or takes them out of one to a host off `propagateTo`, and ties the request to its call;
  * - `undici:client:sendHeaders` checks the cutoff before the write (and arms a last check inside it), and marks it as possibly received;
  * - `undici:request:headers` spots an early-reject reply before the span ends;
  * - `undici:request:trailers` / `undici:request:error` close it.
