@@ -8,7 +8,7 @@ import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
 import { onSpanStartedUnderDeadline } from '../src/processor/started-spans';
 import { resolveConfig, type ResolvedConfig } from './config';
 import type { OutgoingCall } from './client/call';
-import { outgoingCallOf } from '../src/context';
+import { outgoingCallIn } from './call/wire-context';
 import { subscribeUndiciChannels } from './client/channels';
 import { makeFetchWrapper } from './client/fetch';
 import { makeHttpWrapper } from './client/http';
@@ -18,18 +18,17 @@ import { GRPC_JS_VERSIONS, patchGrpcJs } from './grpc/patch';
 import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './names';
 import { patchServerPrototype } from './server/patch';
 import type { DeadlineInstrumentationConfig } from './types';
-import { unwrappedBy, wrapMethod, type MethodPatch } from './wrap';
+import { wrapMethod, type MethodPatch } from './wrap';
 import { WrapperHost } from './wrapper-host';
 
 type Exports = Record<string, unknown>;
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
 const UNDICI_APIS = ['request', 'stream', 'pipeline'] as const;
 
 /** A call object from the context a transport hook runs in, or from the request it was made with. */
 function callIn(request?: object): OutgoingCall | undefined {
   const fromRequest = request === undefined ? undefined : requestCalls.get(request);
-  const value = fromRequest ?? outgoingCallOf(context.active());
+  const value = fromRequest ?? outgoingCallIn(context.active());
   return typeof value === 'object' && value !== null ? (value as OutgoingCall) : undefined;
 }
 
@@ -200,20 +199,9 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     // import-in-the-middle hands us the ESM namespace; its `default` is the CommonJS exports.
     const isNamespace = (moduleExports as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag] === 'Module';
     const targets = isNamespace && typeof moduleExports.default === 'object' ? [moduleExports, moduleExports.default as Exports] : [moduleExports];
-    const cjsExports = targets[targets.length - 1];
-    const dispatcher = (cjsExports.Dispatcher as { prototype?: Exports } | undefined)?.prototype;
-    const getGlobalDispatcher = cjsExports.getGlobalDispatcher;
+    const dispatcher = (targets[targets.length - 1].Dispatcher as { prototype?: Exports } | undefined)?.prototype;
     for (const target of targets) {
-      for (const api of UNDICI_APIS) {
-        // Taken before the Dispatcher methods are wrapped below: the API itself, as undici's top-level functions call it.
-        const method = dispatcher?.[api];
-        const apiFn = typeof method === 'function' ? unwrappedBy(method as AnyFunction, this) : undefined;
-        const direct =
-          apiFn !== undefined && typeof getGlobalDispatcher === 'function'
-            ? { apiFn, getGlobalDispatcher: getGlobalDispatcher as () => unknown }
-            : undefined;
-        add(wrapMethod(target, api, this, isActive, makeUndiciWrapper(host, api, true, direct)));
-      }
+      for (const api of UNDICI_APIS) add(wrapMethod(target, api, this, isActive, makeUndiciWrapper(host, api, true)));
       add(wrapMethod(target, 'fetch', this, isActive, makeFetchWrapper(host, 'undici') as never));
     }
     if (dispatcher !== undefined) {

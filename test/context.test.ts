@@ -1,7 +1,6 @@
-import { createContextKey, propagation, ROOT_CONTEXT, type Context } from '@opentelemetry/api';
+import { propagation, ROOT_CONTEXT, type Context } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
 import { getDeadline, openDeadline, setDeadline } from '../src';
-import { DELETE_BAGGAGE, isDeadlineOnlyBaggage, OUTGOING_CALL_KEY, outgoingCallOf, setValueAndBaggage, withOutgoingCall, withoutOutgoingCall } from '../src/context';
 
 /** A Context that is not the API's: values in a plain object, one copy per change. */
 class ObjectContext implements Context {
@@ -19,12 +18,10 @@ class ObjectContext implements Context {
   }
 }
 
-const KEY = createContextKey('context-test.key');
-
 describe.each([
   ['the API context', () => ROOT_CONTEXT],
   ['another Context implementation', () => new ObjectContext()],
-])('setDeadline and setValueAndBaggage on %s', (_name, root) => {
+])('setDeadline on %s', (_name, root) => {
   it('sets the deadline and its baggage entry in a new context, leaving the given one as it was', () => {
     const user = propagation.setBaggage(root(), propagation.createBaggage({ tier: { value: 'gold' } }));
     const d = openDeadline({ operation: 'op', timeoutMs: 1_000, parent: null });
@@ -73,56 +70,5 @@ describe.each([
       ['tier', { value: 'gold' }],
     ]);
     d.dispose();
-  });
-
-  it("gives a call's transport the call and no deadline-only baggage, in one baggage when the context has no call yet", () => {
-    const d = openDeadline({ operation: 'op', timeoutMs: 1_000, parent: null });
-    const outer = { name: 'outer' };
-    const inner = { name: 'inner' };
-    const scoped = setDeadline(root(), d);
-    const transport = withOutgoingCall(scoped, outer);
-    expect(outgoingCallOf(transport)).toBe(outer);
-    expect(transport.getValue(OUTGOING_CALL_KEY)).toBeUndefined();
-    const bag = propagation.getBaggage(transport)!;
-    expect(bag.getAllEntries()).toEqual([]);
-    expect(bag.getEntry('deadline.at_ms')).toBeUndefined();
-    expect(isDeadlineOnlyBaggage(bag)).toBe(true);
-    expect(getDeadline(transport)).toBe(d);
-    expect(outgoingCallOf(scoped)).toBeUndefined();
-    // A user's change is an ordinary baggage; the deadline entry comes back as setDeadline makes it.
-    expect(bag.setEntry('tier', { value: 'gold' }).getAllEntries()).toEqual([['tier', { value: 'gold' }]]);
-    expect(bag.clear().getAllEntries()).toEqual([]);
-    const again = setDeadline(transport, d);
-    expect(propagation.getBaggage(again)?.getEntry('deadline.at_ms')?.value).toBe(String(Math.floor(d.expiresAtMs)));
-    // A call made from inside the first one's transport: the newer call wins, in both orders of making them.
-    const nested = withOutgoingCall(transport, inner);
-    expect(outgoingCallOf(nested)).toBe(inner);
-    expect(outgoingCallOf(withOutgoingCall(setDeadline(nested, d), outer))).toBe(outer);
-    // Without any call: neither the key nor the baggage standing for it.
-    expect(outgoingCallOf(withoutOutgoingCall(nested))).toBeUndefined();
-    expect(outgoingCallOf(withoutOutgoingCall(transport))).toBeUndefined();
-    expect(getDeadline(withoutOutgoingCall(transport))).toBe(d);
-    d.dispose();
-  });
-
-  it("keeps the user's baggage in a call's transport, the call under its key", () => {
-    const d = openDeadline({ operation: 'op', timeoutMs: 1_000, parent: null });
-    const call = { name: 'call' };
-    const scoped = setDeadline(propagation.setBaggage(root(), propagation.createBaggage({ tier: { value: 'gold' } })), d);
-    const transport = withOutgoingCall(scoped, call);
-    expect(outgoingCallOf(transport)).toBe(call);
-    expect(transport.getValue(OUTGOING_CALL_KEY)).toBe(call);
-    expect(propagation.getBaggage(transport)).toBe(propagation.getBaggage(scoped));
-    d.dispose();
-  });
-
-  it('sets a value and removes the baggage, leaving the given context as it was', () => {
-    const bag = propagation.createBaggage({ tier: { value: 'gold' } });
-    const before = propagation.setBaggage(root(), bag);
-    const after = setValueAndBaggage(before, KEY, 42, DELETE_BAGGAGE);
-    expect(after.getValue(KEY)).toBe(42);
-    expect(propagation.getBaggage(after)).toBeUndefined();
-    expect(before.getValue(KEY)).toBeUndefined();
-    expect(propagation.getBaggage(before)).toBe(bag);
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseIntegerMs, smallestBaggageMs } from '../src/propagation/parse';
 
-// parseIntegerMs sums the digits by hand instead of calling Number(): it must
+// parseIntegerMs reads whole milliseconds: it must
 // agree with Number() on every value it accepts, and accept nothing else.
 describe('parseIntegerMs', () => {
   it.each(['0', '7', '00042', '1796342400123', '999999999999999', '900719925474099'])('reads %s as Number() does', (text) => {

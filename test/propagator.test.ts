@@ -13,7 +13,7 @@ import {
 import { CompositePropagator, suppressTracing, W3CBaggagePropagator } from '@opentelemetry/core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DeadlinePropagator, getDeadline, openDeadline, setDeadline, type Deadline } from '../src';
-import { OUTGOING_CALL_KEY } from '../src/context';
+import { DEADLINE_OFF_WIRE_KEY } from '../src/context';
 import { passedDeadline } from './helpers/clock';
 import { captureDiag } from './helpers/diag';
 import { installOtel, type TestOtel } from './helpers/otel';
@@ -87,18 +87,11 @@ describe('inject', () => {
     d.dispose();
   });
 
-  it('writes nothing only while the call in the context dispatches a request that carries the headers already', () => {
+  it('writes nothing from a context marked off the wire, and everything once the mark is gone', () => {
     const d = openDeadline({ operation: 'op', timeoutMs: 1_000, parent: null });
-    const call = { writingDeadlineHeaders: true };
-    const inCall = setDeadline(ROOT_CONTEXT, d).setValue(OUTGOING_CALL_KEY, call);
-    expect(injected(inCall)).toEqual({});
-    // The dispatch has returned: a callback running in the call's context writes them again.
-    call.writingDeadlineHeaders = false;
-    expect(injected(inCall)['x-deadline-at-ms']).toBe(String(Math.floor(d.expiresAtMs)));
-    // Whatever else sits under the key (the ignored-call marker, a null) writes them too, and nothing throws.
-    for (const value of [Symbol('ignored'), null, 'yes', { writingDeadlineHeaders: 'yes' }]) {
-      expect(injected(setDeadline(ROOT_CONTEXT, d).setValue(OUTGOING_CALL_KEY, value))['x-deadline-remaining-ms']).toBeDefined();
-    }
+    const marked = setDeadline(ROOT_CONTEXT, d).setValue(DEADLINE_OFF_WIRE_KEY, true);
+    expect(injected(marked)).toEqual({});
+    expect(injected(marked.deleteValue(DEADLINE_OFF_WIRE_KEY))['x-deadline-at-ms']).toBe(String(Math.floor(d.expiresAtMs)));
     d.dispose();
   });
 

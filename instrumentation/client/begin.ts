@@ -2,13 +2,15 @@ import { budgetLeft, mayStart, refusalAt } from '../call/budget';
 import { SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
-import { getDeadline, mayDispatchInline, withDeadlineOffWire, withDeadlineOnWire, withOutgoingCall, withoutDeadline } from '../../src/context';
+import { getDeadline, withoutDeadline } from '../../src/context';
+import { CALL_KEY, withDeadlineOffWire, withDeadlineOnWire, withDeadlineWritten } from '../call/wire-context';
 import { abortCodeOf } from '../../src/errors';
 import { endRefusedSpan } from '../../src/open';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import type { ResolvedConfig } from '../config';
 import type { OutgoingRequestInfo } from '../types';
-import { CALL_KEY, IGNORED_CALL, OutgoingCall } from './call';
+import { IGNORED_CALL, OutgoingCall } from './call';
+import { deadlineHeaderValues, type DeadlineHeaderValues } from './deadline-headers';
 
 export interface CallRequest {
   /** The HTTP transports; gRPC has its own client path. */
@@ -19,23 +21,24 @@ export interface CallRequest {
   url: () => string | undefined;
   callerSignal?: AbortSignal;
   /**
-   * The transport creates the request, and runs every hook that looks for the
-   * call, synchronously inside its dispatch (undici): the call may then be
-   * dispatched in the caller's own context with runInCallTransport, without
-   * a transport context (see `inline` in Decision).
+   * The transport appends what a propagator inside it writes (undici's
+   * `addHeader`, fetch included): it then runs in a context from which no
+   * propagator writes the deadline or the baggage (withDeadlineWritten).
+   * node:http's headers are an object a propagator writes by name, and its
+   * response callbacks run in the transport's context, which must keep the
+   * user's baggage.
    */
-  synchronousHooks?: boolean;
+  appendsHeaders?: boolean;
 }
 
 export type Decision =
   | { kind: 'pass'; context?: Context }
   | { kind: 'refuse'; error: Error }
   /**
-   * `propagate`: whether the deadline headers may go to the call's first URL (`propagateTo`).
-   * `inline`: dispatch with runInCallTransport, in the caller's context (`context` is that
-   * context then); otherwise run the transport in `context`.
+   * `headers`: the deadline headers the call's request carries, computed in the caller's context;
+   * undefined when the call's first URL is off `propagateTo`. The transport runs in `context`.
    */
-  | { kind: 'guard'; call: OutgoingCall; context: Context; propagate: boolean; inline: boolean };
+  | { kind: 'guard'; call: OutgoingCall; context: Context; headers: DeadlineHeaderValues | undefined };
 
 const PASS: Decision = { kind: 'pass' };
 
@@ -74,21 +77,17 @@ export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: C
   if (refusal !== undefined) call.markWouldReject();
   const allowed = settings.propagatesTo;
   const propagate = allowed === undefined || safeExecuteInTheMiddle(() => allowed(request.url()), () => {}, true) === true;
-  const inline = propagate && request.synchronousHooks === true && mayDispatchInline(ctx);
-  return { kind: 'guard', call, context: inline ? ctx : transportContext(ctx, call, propagate), propagate, inline };
+  const headers = propagate ? deadlineHeaderValues(ctx) : undefined;
+  return { kind: 'guard', call, context: transportContext(ctx, call, propagate, request.appendsHeaders === true), headers };
 }
 
-/**
- * The context the transport runs a guarded call in. Baggage that holds only
- * the deadline entry is left out: our headers carry it already, and a W3C
- * baggage propagator injecting it again would only encode a duplicate for us
- * to drop.
- */
-function transportContext(ctx: Context, call: OutgoingCall, propagate: boolean): Context {
+/** The context the transport runs a guarded call in, with the call in it for the hooks inside. */
+function transportContext(ctx: Context, call: OutgoingCall, propagate: boolean, appendsHeaders: boolean): Context {
   // Not for this host: the guard still holds, but no propagator in the transport writes the deadline.
   if (!propagate) return withDeadlineOffWire(ctx.setValue(CALL_KEY, call));
   // Made where an earlier call to an unlisted host left its mark (a node:http response callback): this host is listed.
-  return withOutgoingCall(withDeadlineOnWire(ctx), call);
+  const onWire = withDeadlineOnWire(ctx).setValue(CALL_KEY, call);
+  return appendsHeaders ? withDeadlineWritten(onWire) : onWire;
 }
 
 /** The client span already covering this call, if the caller is inside one (an outer http instrumentation's). */

@@ -1,5 +1,5 @@
 import type { Span } from '@opentelemetry/api';
-import { OUTGOING_CALL_KEY, type DeadlineHeaderWriter } from '../../src/context';
+import { CALL_KEY as OUTGOING_CALL_KEY } from '../call/wire-context';
 import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
 import { LinkedItem } from '../../src/linked-set';
 import { abortCodeOf, describeAbortReason } from '../../src/errors';
@@ -43,7 +43,7 @@ export interface CallInit {
  * been shown (`addSpan`) before it aborts the transport, so the spans carry
  * it when the transport ends them.
  */
-export class OutgoingCall extends LinkedItem implements DeadlineHeaderWriter, AbortWatcher {
+export class OutgoingCall extends LinkedItem implements AbortWatcher {
   readonly deadline: Deadline;
   readonly transport: CallInit['transport'];
   readonly method: string;
@@ -54,8 +54,6 @@ export class OutgoingCall extends LinkedItem implements DeadlineHeaderWriter, Ab
   settled = false;
   /** True once the call ended on its own (response and body all in), not by an abort. */
   completed = false;
-  /** Set by the transport wrapper around its synchronous dispatch of a request carrying our headers (see isWritingDeadlineHeaders). */
-  writingDeadlineHeaders = false;
   private readonly callerSignal: AbortSignal | undefined;
   private spans: Span[] | undefined;
   private abortAction: ((reason: unknown) => void) | undefined;

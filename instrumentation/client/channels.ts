@@ -2,11 +2,12 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import type { Socket } from 'node:net';
 import { context, type Context } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
-import { getDeadline, outgoingCallOf } from '../../src/context';
+import { getDeadline } from '../../src/context';
 import { IGNORED_CALL, type OutgoingCall } from './call';
-import { baggageWithoutDeadline, hasHeader, isDeadlineHeaderName, repeatsDeadlineHeader, settleUndiciRequestHeaders, stripDeadlineHeadersInList } from './headers';
-import { HEADER_AT_MS, HEADER_BAGGAGE } from '../../src/attributes';
-import { dispatchingCall } from '../../src/dispatching-call';
+import { outgoingCallIn } from '../call/wire-context';
+import { addMissingDeadlineHeaders, deadlineHeaderValues } from './deadline-headers';
+import { stripDeadlineHeadersInList } from './strip-deadline';
+import { HEADER_AT_MS } from '../../src/attributes';
 import { RequestClassPatcher } from './request-class';
 import { checkBeforeNextWrite, clearPendingWrite } from './socket-guard';
 import { claimsEarlyReject, rawHeader } from './reply';
@@ -17,16 +18,12 @@ import { HEADER_DEADLINE_EXPIRED } from '../names';
 
 /** What we keep on an undici request we have seen. */
 interface RequestState {
-  /** Its deadline headers are final: later subscribers may not add them again. */
-  headersSettled: boolean;
   /** The guarded call it belongs to, until the request closes. */
   call: OutgoingCall | undefined;
   /** undici's abort for this request on its connection, once it is about to be written. */
   abortWrite: ((reason: unknown) => void) | undefined;
   /** The connection its headers went to, while a last check may be armed on it. */
   socket: Socket | undefined;
-  /** False for a request to a host outside `propagateTo`: it carries no deadline header, now or later. */
-  propagate: boolean;
 }
 
 interface RequestMessage {
@@ -42,28 +39,6 @@ interface ResponseMessage extends RequestMessage {
 type UndiciRequest = { headers?: unknown };
 
 /**
- * For a request to a host off the `propagateTo` list: whether to drop one
- * `addHeader` of a deadline header. x-deadline-* always; a baggage line is
- * added again without our entry (pushed here: undici's addHeader appends),
- * unless nothing else is in it or the request has a baggage line already (a
- * redirect hop carries the first hop's).
- */
-function dropOffList(request: UndiciRequest, name: unknown, value: unknown): boolean {
-  if (String(name).toLowerCase() !== HEADER_BAGGAGE) return true;
-  const kept = baggageWithoutDeadline(value);
-  if (kept === value) return false;
-  if (kept === undefined || !Array.isArray(request.headers) || hasHeader(request.headers, HEADER_BAGGAGE)) return true;
-  request.headers.push(name, kept);
-  return true;
-}
-
-/** True while a guarded call (ours, with the deadline headers in its options) is being dispatched. */
-function inGuardedCall(): boolean {
-  const marker = outgoingCallOf(context.active()) as OutgoingCall | typeof IGNORED_CALL | undefined;
-  return marker !== undefined && marker !== IGNORED_CALL && !marker.settled;
-}
-
-/**
  * The contexts new undici connections were opened in. undici publishes
  * `undici:client:beforeConnect` synchronously right before it opens the
  * socket, so the socket, and every callback undici runs from it, keeps the
@@ -77,17 +52,6 @@ const connectionContexts = new WeakSet<Context>();
 const onBeforeConnect = (): void => void connectionContexts.add(context.active());
 
 /**
- * Whether a request being created now is created in its caller's context,
- * as far as can be told: not in a context a connection was opened in (see
- * connectionContexts). Its own call's synchronous dispatch always is: the
- * connection is opened after the request that opens it is created, and a
- * dispatcher's drain never runs inside another request's dispatch.
- */
-function inCallerContext(ctx: Context, call: OutgoingCall | undefined): boolean {
-  return call !== undefined || !connectionContexts.has(ctx);
-}
-
-/**
  * The call a request being created belongs to, from the call marker `ctx`
  * holds. In a context a connection was opened in, a marker under the context
  * key may be the call of the request that opened the connection (a fetch,
@@ -97,7 +61,7 @@ function inCallerContext(ctx: Context, call: OutgoingCall | undefined): boolean 
  */
 function callOfRequest(request: UndiciRequest, marker: OutgoingCall | undefined, ctx: Context): OutgoingCall | undefined {
   if (marker === undefined || marker.settled) return undefined;
-  if (marker === dispatchingCall() || !connectionContexts.has(ctx)) return marker;
+  if (!connectionContexts.has(ctx)) return marker;
   const atMs = rawHeader(request.headers as unknown[] | undefined, HEADER_AT_MS);
   return atMs === String(Math.floor(marker.deadline.expiresAtMs)) ? marker : undefined;
 }
@@ -116,35 +80,16 @@ function closeRequest(request: object, state: RequestState): void {
  * fetch) and undici from npm are separate copies, but both publish on these
  * global channel names, so this is the one place that sees every request of
  * either, synchronously, in the caller's async context:
- * - `undici:request:create` makes the deadline headers appear once and ties the request to its call;
+ * - `undici:request:create` adds the deadline headers a request lacks, or takes them out of one to a host off `propagateTo`, and ties the request to its call;
  * - `undici:client:sendHeaders` checks the cutoff before the write (and arms a last check inside it), and marks it as possibly received;
  * - `undici:request:headers` spots an early-reject reply before the span ends;
  * - `undici:request:trailers` / `undici:request:error` close it.
  * Returns the unsubscribe function.
  */
 export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => void {
-  // Per request, kept on the request object under a key of this subscription's
-  // own: a WeakMap entry per request costs more in garbage collection.
-  const stateKey = Symbol('otel-deadline.undici-request');
-  type Tracked = { [key: symbol]: RequestState | undefined };
-  const stateOf = (request: object) => (request as Tracked)[stateKey];
+  const states = new WeakMap<object, RequestState>();
+  const stateOf = (request: object) => states.get(request);
   const requestClasses = new RequestClassPatcher({
-    dropHeader: (request, name, value) => {
-      if (!isDeadlineHeaderName(name)) return false;
-      const state = stateOf(request);
-      if (state?.propagate === false) return dropOffList(request as UndiciRequest, name, value);
-      if (state?.headersSettled === true) return true;
-      // Added by a propagator reading the context of a connection's callbacks (a
-      // queued request being created): another request's deadline, not this one's.
-      if (state === undefined && dispatchingCall() === undefined && connectionContexts.has(context.active())) {
-        return dropOffList(request as UndiciRequest, name, value);
-      }
-      // A subscriber ahead of ours (instrumentation-undici registered before
-      // us) injects through a global propagator while the request is being
-      // created: for a guarded call, whose options carried the headers, that
-      // is a repeat. Dropped now, the list needs no rewrite in onCreate.
-      return inGuardedCall() && repeatsDeadlineHeader((request as UndiciRequest).headers, name, value);
-    },
     // undici calls a request's `onConnect` right before writing it. A request
     // can get there after its cutoff: it waited for a busy connection while a
     // blocked event loop kept the abort timer from running, or global fetch
@@ -173,7 +118,7 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
   const onCreate = (message: unknown) => {
     const { request } = message as RequestMessage;
     const ctx = context.active();
-    const marker = outgoingCallOf(ctx) as OutgoingCall | typeof IGNORED_CALL | undefined;
+    const marker = outgoingCallIn(ctx) as OutgoingCall | typeof IGNORED_CALL | undefined;
     if (marker === IGNORED_CALL) return;
     requestClasses.patchClassOf(request);
     const call = callOfRequest(request as UndiciRequest, marker, ctx);
@@ -183,17 +128,14 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     const involved = allowed !== undefined && (call !== undefined || (!isTracingSuppressed(ctx) && getDeadline(ctx) !== undefined));
     if (involved && !allowed(undiciRequestUrl(request))) {
       if (Array.isArray((request as UndiciRequest).headers)) stripDeadlineHeadersInList((request as UndiciRequest).headers as unknown[]);
-      (request as Tracked)[stateKey] = { headersSettled: true, propagate: false, call, abortWrite: undefined, socket: undefined };
-      call?.requestOpened();
-      return;
+    } else if (call !== undefined || !connectionContexts.has(ctx)) {
+      // Created in its caller's context (its own call's dispatch always is). One created from a
+      // connection's callbacks carries what its own options gave it, and no deadline from here.
+      addMissingDeadlineHeaders(request, () => deadlineHeaderValues(ctx));
     }
-    // A request created outside its caller's context carries what its own options gave it, and no deadline from here.
-    const ownContext = inCallerContext(ctx, call);
-    const contextFor = () => (!ownContext || isTracingSuppressed(ctx) || getDeadline(ctx) === undefined ? undefined : ctx);
-    const headersSettled = settleUndiciRequestHeaders(request, contextFor);
-    if (!headersSettled && call === undefined) return;
-    (request as Tracked)[stateKey] = { headersSettled, propagate: true, call, abortWrite: undefined, socket: undefined };
-    call?.requestOpened();
+    if (call === undefined) return;
+    states.set(request, { call, abortWrite: undefined, socket: undefined });
+    call.requestOpened();
   };
   // Published synchronously right before undici writes the headers: the last
   // point at which the write can still be given up. The cutoff may have passed

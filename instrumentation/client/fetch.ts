@@ -6,7 +6,7 @@ import { errorFromClaim, type RejectClaim } from '../call/reject-claim';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
 import type { ResolvedConfig } from '../config';
 import type { OutgoingCall } from './call';
-import { fetchHeadersWithDeadline } from './headers';
+import { fetchHeadersWithDeadline } from './deadline-headers';
 
 type FetchFunction = (input: unknown, init?: Record<string, unknown>) => Promise<FetchResponse>;
 
@@ -68,6 +68,7 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
           hasBody: init?.body != null || request?.body != null,
           url: () => (request?.url ?? String(input)),
           callerSignal: callerSignal instanceof AbortSignal ? callerSignal : undefined,
+          appendsHeaders: true,
         },
         ctx,
       );
@@ -80,24 +81,17 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
         return Promise.reject(decision.error);
       }
       const { call } = decision;
-      // Set here, in the caller's context; the undici channel only removes duplicates.
       const requestUrl = request?.url ?? String(input);
       // Off the propagateTo list, none: the undici channel also takes out any the caller or a propagator set.
-      const headers = decision.propagate
-        ? fetchHeadersWithDeadline(() => new Headers((init?.headers ?? request?.headers) as ConstructorParameters<typeof Headers>[0]), ctx)
-        : undefined;
+      const headers =
+        decision.headers === undefined
+          ? undefined
+          : fetchHeadersWithDeadline(new Headers((init?.headers ?? request?.headers) as ConstructorParameters<typeof Headers>[0]), decision.headers);
       let options: Record<string, unknown> | undefined = headers === undefined ? init : { ...init, headers };
       const controller = call.observe ? undefined : new AbortController();
       if (controller !== undefined) options = { ...options, signal: controller.signal };
       const operation = `${transport} ${method}`;
-      // A request fetch creates at once carries our headers: the propagators inside it need not write them (isWritingDeadlineHeaders).
-      call.writingDeadlineHeaders = headers !== undefined;
-      let pending: ReturnType<typeof original>;
-      try {
-        pending = context.with(decision.context, () => original.call(this, input, options));
-      } finally {
-        call.writingDeadlineHeaders = false;
-      }
+      const pending = context.with(decision.context, () => original.call(this, input, options));
       // Armed once fetch has returned: Node 20's fetch asserts (and the process dies) if its signal
       // aborts while fetch() is still setting up, and undici's request channel runs in there.
       call.arm(controller === undefined ? () => {} : (reason) => controller.abort(reason));

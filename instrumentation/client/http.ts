@@ -6,7 +6,8 @@ import { activeClientSpan, beginCall, recordRefusal } from './begin';
 import type { OutgoingCall } from './call';
 import type { ClientHost } from '../call/host';
 import { checkBeforeNextWrite, clearPendingWrite } from './socket-guard';
-import { headersWithoutDeadline, setDeadlineHeadersInList, withDeadlineHeaders } from './headers';
+import { headersWithDeadline } from './deadline-headers';
+import { headersWithoutDeadline } from './strip-deadline';
 import { claimsEarlyReject, parseRejectBody } from './reply';
 import { errorFromClaim } from '../call/reject-claim';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
@@ -45,15 +46,6 @@ function urlOf(parsed: RequestArgs, protocol: string): string | undefined {
   const o = parsed.options ?? {};
   const host = o.hostname ?? o.host ?? 'localhost';
   return `${String(o.protocol ?? protocol)}//${String(host)}${o.port === undefined ? '' : `:${String(o.port)}`}${String(o.path ?? '/')}`;
-}
-
-function headersWithDeadline(headers: unknown, ctx: ReturnType<typeof context.active>): unknown {
-  if (Array.isArray(headers)) {
-    const copy = [...headers];
-    setDeadlineHeadersInList(copy, ctx);
-    return copy;
-  }
-  return withDeadlineHeaders(headers as Options | undefined, ctx);
 }
 
 /**
@@ -224,8 +216,7 @@ export function makeHttpWrapper(host: ClientHost, protocol: 'http:' | 'https:', 
         // propagator inside the transport adds none, and deadline headers an
         // http instrumentation wrapping outside ours already injected come out.
         const headers = parsed.options?.headers;
-        const cleaned = headers === undefined ? headers : headersWithoutDeadline(headers);
-        const callArgs = cleaned === headers ? args : buildArgs(parsed, { headers: cleaned });
+        const callArgs = headers === undefined ? args : buildArgs(parsed, { headers: headersWithoutDeadline(headers) });
         return context.with(decision.context, () => original.apply(this, callArgs));
       }
       if (decision.kind === 'refuse') {
@@ -238,7 +229,7 @@ export function makeHttpWrapper(host: ClientHost, protocol: 'http:' | 'https:', 
       if (covering !== undefined) call.addSpan(covering);
       // Off the propagateTo list: none, and out with any an http instrumentation wrapping outside ours injected.
       const headers = parsed.options?.headers;
-      const callArgs = buildArgs(parsed, { headers: decision.propagate ? headersWithDeadline(headers, ctx) : headersWithoutDeadline(headers) });
+      const callArgs = buildArgs(parsed, { headers: decision.headers === undefined ? headersWithoutDeadline(headers) : headersWithDeadline(headers, decision.headers) });
       let request: http.ClientRequest;
       depth++;
       try {

@@ -9,8 +9,6 @@
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
 export interface RequestClassHooks {
-  /** Return true to drop an `addHeader(name, value)` call (undici's addHeader appends, it never replaces). */
-  dropHeader(request: object, name: unknown, value: unknown): boolean;
   /**
    * Runs when undici is about to write the request on a connection, with the
    * function that aborts it there (undici's own, from `onConnect`). A reason
@@ -42,13 +40,6 @@ export class RequestClassPatcher {
     this.seen.add(proto);
     const isActive = () => this.active;
     const { hooks } = this;
-    this.wrap(proto, 'addHeader', (original) =>
-      function (this: unknown, name: unknown, value: unknown) {
-        if (!isActive()) return original.call(this, name, value);
-        if (hooks.dropHeader(this as object, name, value)) return this;
-        return original.call(this, name, value);
-      },
-    );
     // undici hands onConnect the function that aborts this request; called
     // before onConnect returns, it marks the request aborted, and undici's
     // writers check exactly that before the first byte goes out.

@@ -1,7 +1,6 @@
 import { Duplex, Readable } from 'node:stream';
 import { context, type Context } from '@opentelemetry/api';
 import { beginCall, recordRefusal, type Decision } from './begin';
-import { runInCallTransport } from '../../src/dispatching-call';
 import type { OutgoingCall } from './call';
 import type { ClientHost } from '../call/host';
 import { claimsEarlyReject, parseRejectBody, readSmallBody } from './reply';
@@ -10,15 +9,14 @@ import { HEADER_DEADLINE_EXPIRED } from '../names';
 import type { ReplyInfo } from '../types';
 import { replayBody } from './replay-body';
 import { dispatcherCallUrl, topLevelCallUrl } from './undici-target';
-import { undiciHeadersWithDeadline } from './headers';
-import { DeadlineSignalView } from './signal-view';
+import { headersWithDeadline } from './deadline-headers';
 
 /**
  * Wrappers for undici's `request`, `stream` and `pipeline`, both the top-level
  * functions (`(url, opts, handler)`) and the Dispatcher methods every Client,
- * Pool and Agent inherits (`(opts, handler, callback)`). The top-level ones
- * call the API implementation directly, not the Dispatcher method, so a call
- * is guarded once.
+ * Pool and Agent inherits (`(opts, handler, callback)`). undici's top-level
+ * functions call the API implementation they were built with, not the
+ * Dispatcher method we wrap, so a call is guarded once.
  */
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
@@ -46,65 +44,15 @@ interface CallShape {
   rest: readonly unknown[];
   /** A top-level call's URL argument, which goes before the options; `NO_URL` for a Dispatcher method. */
   url: unknown;
-  /** For a top-level call given no options: its URL argument, which may be dispatched directly. */
-  bareUrl: unknown;
 }
 
 type Guarded = Extract<Decision, { kind: 'guard' }>;
 
 const NO_URL: unique symbol = Symbol('dispatcher call');
-/** The `rest` of the usual call, which passes nothing after the url and options. */
-const NO_REST: readonly unknown[] = Object.freeze([]);
 
 /** The call's arguments with `options` and `rest` in place of its own. */
 function rebuildArgs(shape: CallShape, options: UndiciOptions, rest: readonly unknown[]): unknown[] {
   return shape.url === NO_URL ? [options, ...rest] : [shape.url, options, ...rest];
-}
-
-/**
- * How a top-level wrapper calls undici's API itself when the caller gave no
- * options. undici's top-level functions copy the options with an object
- * spread; on Node 20 a spread of a non-empty object makes the rest of the
- * request's setup about 10 µs slower (the copy's shape defeats V8's fast
- * property access), while a fresh literal does not. Adding our headers and
- * signal to a bare `request(url)` would turn a fast call into a slow one.
- */
-export interface DirectDispatch {
-  /** The API implementation, as undici's top-level function calls it (Dispatcher.prototype[api] before we wrapped it). */
-  apiFn: AnyFunction;
-  getGlobalDispatcher: () => unknown;
-}
-
-/** What a direct dispatch passes to the API: a fresh literal, see DirectDispatch. */
-interface BareCallOptions {
-  origin: string;
-  path: string;
-  method: 'GET';
-  headers: unknown;
-  signal: unknown;
-}
-
-/**
- * The options undici's top-level functions build for a call given only an
- * http(s) URL (a string or a URL), with `headers` and `signal` added; else
- * undefined (undici then reports the problem). This repeats undici's own URL
- * handling: test/instrumentation/internals.test.ts checks on every line that
- * a request made from them is the one undici's top-level call makes.
- */
-export function bareCallOptions(url: unknown, headers?: unknown, signal?: unknown): BareCallOptions | undefined {
-  let parsed: URL;
-  if (url instanceof URL) parsed = url;
-  else if (typeof url !== 'string') return undefined;
-  else {
-    try {
-      parsed = new URL(url);
-    } catch {
-      return undefined;
-    }
-  }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return undefined;
-  const path = parsed.search ? `${parsed.pathname}${parsed.search}` : parsed.pathname;
-  return { origin: parsed.origin, path, method: 'GET', headers, signal };
 }
 
 function topLevelShape(args: unknown[]): CallShape {
@@ -113,19 +61,16 @@ function topLevelShape(args: unknown[]): CallShape {
   const optionsGiven = typeof second === 'object' && second !== null;
   // undici treats an options-like url object as the options when none are given.
   const implicit = typeof url === 'object' && url !== null && !(url instanceof URL) ? (url as UndiciOptions) : {};
-  let rest: readonly unknown[];
-  if (args.length <= 2 && (optionsGiven || second === undefined)) rest = NO_REST;
-  else rest = optionsGiven ? args.slice(2) : args.slice(1).filter((value) => value !== undefined);
-  return { options: optionsGiven ? (second as UndiciOptions) : implicit, rest, url, bareUrl: optionsGiven ? undefined : url };
+  const rest = optionsGiven ? args.slice(2) : args.slice(1).filter((value) => value !== undefined);
+  return { options: optionsGiven ? (second as UndiciOptions) : implicit, rest, url };
 }
 
 function dispatcherShape(args: unknown[]): CallShape {
   const options = args[0];
   return {
     options: (typeof options === 'object' && options !== null ? options : {}) as UndiciOptions,
-    rest: args.length <= 1 ? NO_REST : args.slice(1),
+    rest: args.slice(1),
     url: NO_URL,
-    bareUrl: undefined,
   };
 }
 
@@ -173,51 +118,23 @@ function callOriginal(original: AnyFunction, self: unknown, args: unknown[], ctx
   return ctx === undefined ? original.apply(self, args) : context.with(ctx, () => original.apply(self, args));
 }
 
-/**
- * Calls the API with `options`, directly for a bare top-level call (see
- * DirectDispatch), else through `original`, inline in the caller's context or
- * in the decision's transport context. While it runs, a request undici
- * creates at once carries the headers `options` has (when the decision
- * propagates): the call says so to the propagators inside undici
- * (isWritingDeadlineHeaders). A request queued in a Pool is created later, unmarked.
- */
-function invoke(
-  original: AnyFunction,
-  self: unknown,
-  shape: CallShape,
-  direct: DirectDispatch | undefined,
-  options: { headers: unknown; signal: unknown },
-  rest: readonly unknown[],
-  decision: Guarded,
-): unknown {
-  const { call } = decision;
-  // Parsed only here: a call without a deadline never gets this far.
-  const literal = direct === undefined || shape.bareUrl === undefined ? undefined : bareCallOptions(shape.bareUrl, options.headers, options.signal);
-  const dispatch =
-    direct === undefined || literal === undefined
-      ? () => original.apply(self, rebuildArgs(shape, { ...shape.options, ...options }, rest))
-      : () => direct.apiFn.call(direct.getGlobalDispatcher(), literal, ...rest);
-  call.writingDeadlineHeaders = decision.propagate;
+/** Calls the API with `options` in the decision's transport context. */
+function invoke(original: AnyFunction, self: unknown, shape: CallShape, options: { headers: unknown; signal: unknown }, rest: readonly unknown[], decision: Guarded): unknown {
   try {
-    return decision.inline ? runInCallTransport(call, dispatch) : context.with(decision.context, dispatch);
+    return context.with(decision.context, () => original.apply(self, rebuildArgs(shape, { ...shape.options, ...options }, rest)));
   } catch (error) {
     // Thrown before undici took the request (a bad URL or option): nothing is in flight.
-    call.apiSettled();
+    decision.call.apiSettled();
     throw error;
-  } finally {
-    call.writingDeadlineHeaders = false;
   }
 }
 
-/** `direct` is given for the top-level functions, undefined for the Dispatcher methods. */
-export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean, direct?: DirectDispatch) {
+export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean) {
   return (original: AnyFunction) =>
     function (this: unknown, ...args: unknown[]): unknown {
       const shape = topLevel ? topLevelShape(args) : dispatcherShape(args);
       const ctx = context.active();
-      const given = shape.options.method;
-      // The usual GET without a new string.
-      const method = given == null || given === 'GET' ? 'GET' : String(given).toUpperCase();
+      const method = String(shape.options.method ?? 'GET').toUpperCase();
       const callerSignal = shape.options.signal;
       const callUrl = () => (topLevel ? topLevelCallUrl(args[0]) : dispatcherCallUrl(this, shape.options));
       const decision = beginCall(
@@ -228,7 +145,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
           hasBody: shape.options.body != null,
           url: callUrl,
           callerSignal: callerSignal instanceof AbortSignal ? callerSignal : undefined,
-          synchronousHooks: true,
+          appendsHeaders: true,
         },
         ctx,
       );
@@ -251,7 +168,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
       // Set here, in the caller's context: a request queued in a Pool is only
       // created (and seen by the undici channel) later, in another context.
       // Off the propagateTo list, none: the undici channel also takes out any the caller or a propagator set.
-      const headers = decision.propagate ? undiciHeadersWithDeadline(shape.options.headers, ctx) : shape.options.headers;
+      const headers = decision.headers === undefined ? shape.options.headers : headersWithDeadline(shape.options.headers, decision.headers);
       // undici does not fail a request queued for a pooled connection until it
       // is dispatched, whatever its signal says, so an abort settles our
       // promise (or destroys the pipeline) itself; the queued request is then
@@ -261,12 +178,8 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
       if (call.observe) {
         call.arm(() => {});
         signal = callerSignal;
-      } else if (callerSignal == null) {
-        // undici subscribes to the view and unsubscribes once the response
-        // body is done, like with a signal: no AbortSignal per call.
-        call.arm((reason) => failNow?.(reason));
-        signal = new DeadlineSignalView(call.deadline, call);
       } else {
+        // One signal for the cutoff and the caller's own (the call listens to that one).
         const controller = new AbortController();
         call.arm((reason) => {
           controller.abort(reason);
@@ -277,14 +190,12 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
       const options = { headers, signal };
 
       if (api === 'pipeline') {
-        const duplex = invoke(original, this, shape, direct, options, rest, decision) as Duplex;
+        const duplex = invoke(original, this, shape, options, rest, decision) as Duplex;
         failNow = (reason) => duplex.destroy(reason as Error);
         duplex.once('close', () => call.apiSettled());
         return duplex;
       }
-      // For request, one promise per call, ours: undici is given a callback
-      // instead of making a promise of its own for us to chain on. With async
-      // hooks on (AsyncLocalStorage on Node 20) each promise costs an init hook.
+      // Our promise: the cutoff settles it while undici still holds a queued request.
       let resolveCall!: (result: unknown) => void;
       let rejectCall!: (error: unknown) => void;
       const promise = new Promise<unknown>((resolve, reject) => {
@@ -312,10 +223,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean,
         settleWithBody(call, api === 'request' ? (result as ResponseData | undefined)?.body : undefined);
         resolveCall(result);
       };
-      // request(opts, callback) sends its reply to the callback right after the options; undici's
-      // top-level stream(url, opts, factory) passes no callback on, so stream keeps undici's promise.
-      if (api === 'request') invoke(original, this, shape, direct, options, [onReply], decision);
-      else (invoke(original, this, shape, direct, options, rest, decision) as Promise<unknown>).then((result) => onReply(null, result), fail);
+      (invoke(original, this, shape, options, rest, decision) as Promise<unknown>).then((result) => onReply(null, result), fail);
       if (!hasCallback) return promise;
       promise.then(
         (result) => (callback as AnyFunction)(null, result),

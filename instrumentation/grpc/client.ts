@@ -1,13 +1,14 @@
 import { context, propagation, SpanKind, type Context, type Span } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
-import { getDeadline, withDeadlineOffWire, withDeadlineOnWire, withoutDeadline } from '../../src/context';
+import { getDeadline, withoutDeadline } from '../../src/context';
+import { withDeadlineOffWire, withDeadlineOnWire } from '../call/wire-context';
 import type { Deadline } from '../../src/deadline';
 import { abortCodeOf } from '../../src/errors';
 import { endRefusedSpan } from '../../src/open';
 import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
-import { baggageWithoutDeadline } from '../client/headers';
+import { baggageWithoutDeadline } from '../call/baggage-text';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { ATTR_DEADLINE_WOULD_REJECT } from '../names';

@@ -1,5 +1,4 @@
 import {
-  defaultTextMapGetter,
   diag,
   propagation,
   type Context,
@@ -8,7 +7,7 @@ import {
   type TextMapSetter,
 } from '@opentelemetry/api';
 import { isTracingSuppressed, W3CBaggagePropagator } from '@opentelemetry/core';
-import { getDeadline, isDeadlineOffWire, isDeadlineOnlyBaggage, isWritingDeadlineHeaders, setDeadline } from '../context';
+import { getDeadline, isDeadlineOffWire, setDeadline } from '../context';
 import { DeadlineNode } from '../deadline';
 import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNowForOpening } from '../time';
 import {
@@ -20,7 +19,6 @@ import {
   HEADER_REMAINING_MS,
   HEADER_RUN_DEADLINE_MS,
 } from '../attributes';
-import { CutoffText, remainingText } from './cutoff-text';
 import { smallestBaggageMs, smallestGrpcTimeout, smallestIntegerMs, type HeaderValue } from './parse';
 
 /**
@@ -49,67 +47,13 @@ export interface IncomingDeadline {
 
 const CLOCK_POLICIES: readonly ClockPolicy[] = ['min', 'relative', 'absolute'];
 
-/** The wire values extract reads. */
-interface WireValues {
-  remaining: HeaderValue;
-  grpcTimeout: HeaderValue;
-  connectTimeout: HeaderValue;
-  runDeadline: HeaderValue;
-  atMs: HeaderValue;
-  baggage: HeaderValue;
-}
-
-function headerValue(value: unknown): HeaderValue {
+/** The value of `key` in the carrier, when it is a string or a list. */
+function wireValue(getter: TextMapGetter, carrier: unknown, key: string): HeaderValue {
+  const value: unknown = getter.get(carrier, key);
   return typeof value === 'string' || Array.isArray(value) ? (value as HeaderValue) : undefined;
 }
 
-function first(getter: TextMapGetter, carrier: unknown, key: string): HeaderValue {
-  return headerValue(getter.get(carrier, key));
-}
-
-function valuesThrough(getter: TextMapGetter, carrier: unknown): WireValues {
-  return {
-    remaining: first(getter, carrier, HEADER_REMAINING_MS),
-    grpcTimeout: first(getter, carrier, HEADER_GRPC_TIMEOUT),
-    connectTimeout: first(getter, carrier, HEADER_CONNECT_TIMEOUT_MS),
-    runDeadline: first(getter, carrier, HEADER_RUN_DEADLINE_MS),
-    atMs: first(getter, carrier, HEADER_AT_MS),
-    baggage: first(getter, carrier, HEADER_BAGGAGE),
-  };
-}
-
-/**
- * What OTel's defaultTextMapGetter would return (`carrier[key]`), read with
- * literal names: instrumentation-http extracts from a request's headers with
- * that getter, and a lookup through a variable key on objects of many shapes
- * (every request's header set makes its own) is a megamorphic keyed load,
- * about 170 instructions for a header that is not there, which most of these
- * never are; a named load is a fraction of that. `satisfies` ties each literal
- * to its public constant.
- */
-function plainValues(carrier: unknown): WireValues {
-  if (carrier == null) return NO_VALUES;
-  const headers = carrier as Record<string, unknown>;
-  return {
-    remaining: headerValue(headers['x-deadline-remaining-ms' satisfies typeof HEADER_REMAINING_MS]),
-    grpcTimeout: headerValue(headers['grpc-timeout' satisfies typeof HEADER_GRPC_TIMEOUT]),
-    connectTimeout: headerValue(headers['connect-timeout-ms' satisfies typeof HEADER_CONNECT_TIMEOUT_MS]),
-    runDeadline: headerValue(headers['x-run-deadline-ms' satisfies typeof HEADER_RUN_DEADLINE_MS]),
-    atMs: headerValue(headers['x-deadline-at-ms' satisfies typeof HEADER_AT_MS]),
-    baggage: headerValue(headers['baggage' satisfies typeof HEADER_BAGGAGE]),
-  };
-}
-
-const NO_VALUES: WireValues = Object.freeze({
-  remaining: undefined,
-  grpcTimeout: undefined,
-  connectTimeout: undefined,
-  runDeadline: undefined,
-  atMs: undefined,
-  baggage: undefined,
-});
-
-/** The smaller of two optional values (no rest parameters: extract runs on every request). */
+/** The smaller of two optional values. */
 function smaller(a: number | undefined, b: number | undefined): number | undefined {
   if (a === undefined) return b;
   return b === undefined || a <= b ? a : b;
@@ -128,7 +72,6 @@ export class DeadlinePropagator implements TextMapPropagator {
   private readonly maxIncomingMs: number;
   private readonly operation: string;
   private readonly baggageCodec = new W3CBaggagePropagator();
-  private readonly cutoffText = new CutoffText();
 
   constructor(config: DeadlinePropagatorConfig = {}) {
     const clock = config.clock ?? 'min';
@@ -143,22 +86,16 @@ export class DeadlinePropagator implements TextMapPropagator {
 
   inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void {
     try {
-      if (isTracingSuppressed(ctx) || isDeadlineOffWire(ctx) || isWritingDeadlineHeaders(ctx)) return;
+      // Off the wire: the deadline holds here, but whoever marked the context sends it (or withholds it).
+      if (isTracingSuppressed(ctx) || isDeadlineOffWire(ctx)) return;
       const deadline = getDeadline(ctx);
       if (deadline === undefined) return;
-      const text = this.cutoffText.of(deadline.expiresAtMs);
-      const atMs = text.atMs;
-      setter.set(carrier, HEADER_REMAINING_MS, remainingText(deadline));
+      const atMs = String(Math.floor(deadline.expiresAtMs));
+      setter.set(carrier, HEADER_REMAINING_MS, String(Math.floor(deadline.remainingMs())));
       setter.set(carrier, HEADER_AT_MS, atMs);
-      const bag = propagation.getBaggage(ctx);
-      if (bag === undefined || isDeadlineOnlyBaggage(bag)) {
-        // Only our entry: no user entries to encode, so skip the codec on this hot path.
-        setter.set(carrier, HEADER_BAGGAGE, text.baggage);
-      } else {
-        // Serialize through OTel's own baggage codec so the user's entries keep their encoding.
-        const withOurs = bag.setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });
-        this.baggageCodec.inject(propagation.setBaggage(ctx, withOurs), carrier, setter);
-      }
+      // Through OTel's own baggage codec, so the user's entries keep their encoding.
+      const bag = (propagation.getBaggage(ctx) ?? propagation.createBaggage()).setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });
+      this.baggageCodec.inject(propagation.setBaggage(ctx, bag), carrier, setter);
     } catch (err) {
       // A propagator must never break the request it rides on; say why nothing was written.
       diag.debug('otel-deadline: DeadlinePropagator.inject wrote nothing', err);
@@ -207,12 +144,12 @@ export class DeadlinePropagator implements TextMapPropagator {
   }
 
   private combine(carrier: unknown, getter: TextMapGetter): IncomingDeadline | undefined {
-    const wire = getter === defaultTextMapGetter ? plainValues(carrier) : valuesThrough(getter, carrier);
+    const wire = (key: string) => wireValue(getter, carrier, key);
     const relative = smaller(
-      smaller(smallestIntegerMs(wire.remaining), smallestGrpcTimeout(wire.grpcTimeout)),
-      smaller(smallestIntegerMs(wire.connectTimeout), smallestIntegerMs(wire.runDeadline)),
+      smaller(smallestIntegerMs(wire(HEADER_REMAINING_MS)), smallestGrpcTimeout(wire(HEADER_GRPC_TIMEOUT))),
+      smaller(smallestIntegerMs(wire(HEADER_CONNECT_TIMEOUT_MS)), smallestIntegerMs(wire(HEADER_RUN_DEADLINE_MS))),
     );
-    const absolute = smaller(smallestIntegerMs(wire.atMs), smallestBaggageMs(wire.baggage, BAGGAGE_DEADLINE_KEY));
+    const absolute = smaller(smallestIntegerMs(wire(HEADER_AT_MS)), smallestBaggageMs(wire(HEADER_BAGGAGE), BAGGAGE_DEADLINE_KEY));
     const nowEpoch = Date.now();
     const fromAbsolute = absolute === undefined ? undefined : Math.max(0, absolute - nowEpoch);
     let remaining: number | undefined;

@@ -1,7 +1,7 @@
 import { context, propagation } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
 import { openDeadline, setDeadline } from '../../src';
-import { withDeadlineOffWire } from '../../src/context';
+import { withDeadlineOffWire } from '../../instrumentation/call/wire-context';
 import { callKind, KINDS, type EchoSuite } from './helpers';
 
 /**

@@ -12,7 +12,6 @@ import { createRequire } from 'node:module';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { failQueuedRequest } from '../../instrumentation/client/http';
 import { RequestClassPatcher } from '../../instrumentation/client/request-class';
-import { bareCallOptions } from '../../instrumentation/client/undici';
 import { dispatcherCallUrl } from '../../instrumentation/client/undici-target';
 import { requestError, startCountingServer, type CountingServer } from './helpers/servers';
 
@@ -38,7 +37,6 @@ afterAll(() => server.close());
 /** What undici did with each hooked method of one request, through RequestClassPatcher. */
 interface Seen {
   proto: object | undefined;
-  added: unknown[];
   abortGiven: string[];
   completed: number;
 }
@@ -49,12 +47,8 @@ interface Seen {
  * as instrumentation-undici does; `refuse` is what beforeWrite returns.
  */
 async function throughPatcher(send: () => Promise<unknown>, refuse?: Error): Promise<Seen & { result: unknown }> {
-  const seen: Seen = { proto: undefined, added: [], abortGiven: [], completed: 0 };
+  const seen: Seen = { proto: undefined, abortGiven: [], completed: 0 };
   const patcher = new RequestClassPatcher({
-    dropHeader: (_request, name) => {
-      seen.added.push(name);
-      return false;
-    },
     beforeWrite: (_request, abort) => {
       seen.abortGiven.push(typeof abort);
       return refuse;
@@ -85,25 +79,24 @@ const COPIES = [
 describe.each(COPIES)("undici's Request class ($copy)", ({ copy, send }) => {
   const where = copy === 'npm undici' ? NPM_UNDICI : `undici ${process.versions.undici} (global fetch)`;
 
-  it('has addHeader, onConnect and onComplete on its prototype (and onData, reply-watch.ts), and calls them on every request (request-class.ts)', async () => {
+  it('has onConnect and onComplete on its prototype (and onData, reply-watch.ts), and calls them on every request (request-class.ts)', async () => {
     const seen = await throughPatcher(() => send('/ok'));
     expect(seen.result, `${where}: the request itself failed`).toBe('ok');
     const proto = seen.proto as Record<string, unknown>;
-    for (const name of ['addHeader', 'onConnect', 'onComplete', 'onData']) {
+    for (const name of ['onConnect', 'onComplete', 'onData']) {
       expect(Object.prototype.hasOwnProperty.call(proto, name) && typeof proto[name] === 'function', `${where}: Request.prototype.${name} is gone; instrumentation/client/request-class.ts (reply-watch.ts for onData) hooks it`).toBe(true);
     }
-    expect(seen.added, `${where}: addHeader no longer goes through the prototype; the de-duplication in channels.ts relies on it`).toEqual(['x-canary']);
     expect(seen.abortGiven, `${where}: onConnect is no longer called with the request's abort before the write`).toEqual(['function']);
     expect(seen.completed, `${where}: onComplete no longer runs once per finished request`).toBe(1);
     expect(server.headerCount(0, 'x-canary'), `${where}: a header added through addHeader did not go out once`).toBe(1);
   });
 
-  it("keeps its headers as a flat [name, value, ...] list that is written as it stands when the request goes out (headers.ts)", async () => {
+  it("keeps its headers as a flat [name, value, ...] list that is written as it stands when the request goes out (strip-deadline.ts)", async () => {
     let headers: unknown;
     const onCreate = (message: unknown) => {
       const { request } = message as { request: { headers: unknown } };
       headers = request.headers;
-      // As settleUndiciRequestHeaders and stripDeadlineHeadersInList do: edit the list in place.
+      // As stripDeadlineHeadersInList does: edit the list in place.
       if (Array.isArray(headers)) headers.push('x-in-place', '2');
     };
     diagnosticsChannel.subscribe('undici:request:create', onCreate);
@@ -112,7 +105,7 @@ describe.each(COPIES)("undici's Request class ($copy)", ({ copy, send }) => {
     } finally {
       diagnosticsChannel.unsubscribe('undici:request:create', onCreate);
     }
-    expect(Array.isArray(headers), `${where}: request.headers is no longer an array; headers.ts edits it in place`).toBe(true);
+    expect(Array.isArray(headers), `${where}: request.headers is no longer an array; strip-deadline.ts edits it in place`).toBe(true);
     expect(server.headerCount(0, 'x-in-place'), `${where}: an in-place edit of request.headers no longer reaches the wire`).toBe(1);
   });
 
@@ -123,36 +116,6 @@ describe.each(COPIES)("undici's Request class ($copy)", ({ copy, send }) => {
     // fetch wraps what the request failed with; undici.request rejects with it.
     expect(error === reason || error.cause === reason, `${where}: the request did not fail with the reason given to its abort: ${String(error)}`).toBe(true);
     expect(server.arrivals, `${where}: a request aborted in onConnect still reached the server`).toHaveLength(0);
-  });
-});
-
-/** The plain-valued own fields of each undici request created while `send` runs. */
-async function createdRequests(send: () => Promise<unknown>): Promise<Record<string, unknown>[]> {
-  const seen: Record<string, unknown>[] = [];
-  const onCreate = (message: unknown) => {
-    const { request } = message as { request: Record<string, unknown> };
-    const fields: Record<string, unknown> = {};
-    for (const [key, value] of Object.entries(request)) if (value === null || typeof value !== 'object' || Array.isArray(value)) fields[key] = value;
-    seen.push(fields);
-  };
-  diagnosticsChannel.subscribe('undici:request:create', onCreate);
-  try {
-    await send();
-  } finally {
-    diagnosticsChannel.unsubscribe('undici:request:create', onCreate);
-  }
-  return seen;
-}
-
-describe("undici's top-level request(url)", () => {
-  it('makes the same request as Dispatcher.prototype.request on the global dispatcher with the options undici.ts builds for a bare call (DirectDispatch)', async () => {
-    const api = undici.Dispatcher.prototype.request as unknown as (this: unknown, options: object) => Promise<{ body: { text(): Promise<string> } }>;
-    for (const url of [`${server.url}/a/b?x=1&y=2`, new URL(`${server.url}/c#fragment`), server.url]) {
-      const theirs = await createdRequests(async () => (await undici.request(url)).body.text());
-      const ours = await createdRequests(async () => (await api.call(undici.getGlobalDispatcher(), bareCallOptions(url)!)).body.text());
-      expect(theirs.map((fields) => fields.path)).toHaveLength(1);
-      expect(ours, `${NPM_UNDICI}: a top-level request(${String(url)}) no longer makes what instrumentation/client/undici.ts's direct dispatch makes`).toEqual(theirs);
-    }
   });
 });
 

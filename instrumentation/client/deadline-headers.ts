@@ -1,0 +1,106 @@
+import { defaultTextMapSetter, type Context } from '@opentelemetry/api';
+import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
+import { BAGGAGE_DEADLINE_KEY, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
+import { withDeadlineOnWire } from '../call/wire-context';
+import { headerText, mergeBaggage } from '../call/baggage-text';
+
+/**
+ * The one writer of the deadline headers on an HTTP call this package
+ * guards. The values are what our own DeadlinePropagator writes in the
+ * caller's context, so they go out whatever global propagator the
+ * application registered; the transport then runs in a context from which no
+ * propagator writes them again (begin.ts). Values the caller set under these
+ * names are replaced, and an existing `baggage` header keeps its entries with
+ * ours merged in. Names are compared case-insensitively.
+ */
+
+const propagator = new DeadlinePropagator();
+const REPLACED = new Set([HEADER_REMAINING_MS, HEADER_AT_MS]);
+
+export interface DeadlineHeaderValues {
+  remaining: string;
+  atMs: string;
+  /** The context's baggage with the deadline entry, for a request that has no baggage header yet. */
+  baggage: string;
+}
+
+/** The header values for a call made in `ctx`, or undefined when it has no deadline to send. */
+export function deadlineHeaderValues(ctx: Context): DeadlineHeaderValues | undefined {
+  const out: Record<string, string> = {};
+  propagator.inject(withDeadlineOnWire(ctx), out, defaultTextMapSetter);
+  const remaining = out[HEADER_REMAINING_MS];
+  const atMs = out[HEADER_AT_MS];
+  if (remaining === undefined || atMs === undefined) return undefined;
+  return { remaining, atMs, baggage: out[HEADER_BAGGAGE] ?? `${BAGGAGE_DEADLINE_KEY}=${atMs}` };
+}
+
+/** `[name, value]` pairs with the deadline headers set: ours replace the caller's, and baggage is merged. */
+function pairsWithDeadline(pairs: readonly [unknown, unknown][], values: DeadlineHeaderValues): [unknown, unknown][] {
+  const out: [unknown, unknown][] = [];
+  const baggage: string[] = [];
+  for (const [name, value] of pairs) {
+    const lower = typeof name === 'string' ? name.toLowerCase() : '';
+    if (lower === HEADER_BAGGAGE) baggage.push(...headerText(value));
+    else if (!REPLACED.has(lower)) out.push([name, value]);
+  }
+  out.push([HEADER_REMAINING_MS, values.remaining], [HEADER_AT_MS, values.atMs]);
+  out.push([HEADER_BAGGAGE, baggage.length > 0 ? mergeBaggage(baggage, values.atMs) : values.baggage]);
+  return out;
+}
+
+/**
+ * A call's `headers` option with the deadline headers set: an object, a flat
+ * `[name, value, ...]` list (node:http and undici), or an iterable of pairs
+ * (undici), given back in the same form (pairs as a flat list).
+ */
+export function headersWithDeadline(headers: unknown, values: DeadlineHeaderValues): unknown {
+  if (headers === undefined || headers === null) return Object.fromEntries(pairsWithDeadline([], values));
+  if (Array.isArray(headers) && !Array.isArray(headers[0])) {
+    const pairs: [unknown, unknown][] = [];
+    for (let i = 0; i + 1 < headers.length; i += 2) pairs.push([headers[i], headers[i + 1]]);
+    return pairsWithDeadline(pairs, values).flat();
+  }
+  if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
+    return pairsWithDeadline([...(headers as Iterable<[unknown, unknown]>)], values).flat();
+  }
+  return Object.fromEntries(pairsWithDeadline(Object.entries(headers), values));
+}
+
+interface HeadersLike {
+  get(name: string): string | null;
+  set(name: string, value: string): void;
+}
+
+/** A fetch Headers built from the call's headers, with the deadline headers set. */
+export function fetchHeadersWithDeadline<H extends HeadersLike>(headers: H, values: DeadlineHeaderValues): H {
+  const baggage = headers.get(HEADER_BAGGAGE);
+  headers.set(HEADER_REMAINING_MS, values.remaining);
+  headers.set(HEADER_AT_MS, values.atMs);
+  headers.set(HEADER_BAGGAGE, baggage === null ? values.baggage : mergeBaggage([baggage], values.atMs));
+  return headers;
+}
+
+interface UndiciRequest {
+  headers?: unknown;
+  addHeader?(name: string, value: string): unknown;
+}
+
+/**
+ * Adds, with undici's public `addHeader` in `undici:request:create`, each
+ * deadline header an undici request does not carry: a request our wrappers
+ * never saw (`Dispatcher#dispatch`, a fetch reference taken before the
+ * instrumentation was enabled), or whose options an interceptor rewrote
+ * inside the call. The list is only read, as undici documents it.
+ */
+export function addMissingDeadlineHeaders(request: UndiciRequest, valuesFor: () => DeadlineHeaderValues | undefined): void {
+  const list = request.headers;
+  if (!Array.isArray(list) || typeof request.addHeader !== 'function') return;
+  const present = new Set<string>();
+  for (let i = 0; i < list.length; i += 2) present.add(String(list[i]).toLowerCase());
+  if (present.has(HEADER_REMAINING_MS) && present.has(HEADER_AT_MS) && present.has(HEADER_BAGGAGE)) return;
+  const values = valuesFor();
+  if (values === undefined) return;
+  if (!present.has(HEADER_REMAINING_MS)) request.addHeader(HEADER_REMAINING_MS, values.remaining);
+  if (!present.has(HEADER_AT_MS)) request.addHeader(HEADER_AT_MS, values.atMs);
+  if (!present.has(HEADER_BAGGAGE)) request.addHeader(HEADER_BAGGAGE, values.baggage);
+}

@@ -1,0 +1,47 @@
+import { HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
+import { baggageWithoutDeadline } from '../call/baggage-text';
+
+/**
+ * Takes the deadline out of a call to a host off `propagateTo`, whoever put
+ * it in the headers: the caller, an http instrumentation wrapping outside
+ * ours, or the hop before a redirect (fetch and undici copy a request's
+ * headers to the next hop).
+ */
+
+/** `[name, value]` pairs without the deadline headers and without the deadline's baggage entry. */
+function pairsWithoutDeadline(pairs: readonly [unknown, unknown][]): [unknown, unknown][] {
+  const kept: [unknown, unknown][] = [];
+  for (const [name, value] of pairs) {
+    const lower = String(name).toLowerCase();
+    if (lower === HEADER_REMAINING_MS || lower === HEADER_AT_MS) continue;
+    if (lower !== HEADER_BAGGAGE) kept.push([name, value]);
+    else {
+      const rest = baggageWithoutDeadline(value);
+      if (rest !== undefined) kept.push([name, rest]);
+    }
+  }
+  return kept;
+}
+
+function pairsOfList(list: readonly unknown[]): [unknown, unknown][] {
+  const pairs: [unknown, unknown][] = [];
+  for (let i = 0; i + 1 < list.length; i += 2) pairs.push([list[i], list[i + 1]]);
+  return pairs;
+}
+
+/** node:http request headers (an object or a flat list) without the deadline. */
+export function headersWithoutDeadline(headers: unknown): unknown {
+  if (Array.isArray(headers)) return pairsWithoutDeadline(pairsOfList(headers)).flat();
+  return typeof headers === 'object' && headers !== null ? Object.fromEntries(pairsWithoutDeadline(Object.entries(headers))) : headers;
+}
+
+/**
+ * Takes the deadline out of an undici request's flat header list, in place:
+ * undici offers `addHeader` to add a header and nothing to take one out
+ * (docs/internals.md).
+ */
+export function stripDeadlineHeadersInList(list: unknown[]): void {
+  const kept = pairsWithoutDeadline(pairsOfList(list)).flat();
+  list.length = 0;
+  list.push(...kept);
+}
