@@ -12,25 +12,18 @@ export const IGNORED_CALL: unique symbol = Symbol('ignored outgoing call');
 const NO_BODY_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'DELETE']);
 
 /** POST, PATCH or any request carrying a body may have had an effect once it was written. */
-export function isNonIdempotent(method: string, hasBody: boolean): boolean {
+function isNonIdempotent(method: string, hasBody: boolean): boolean {
   return hasBody || !NO_BODY_METHODS.has(method);
 }
 
-export interface CallInit {
-  deadline: Deadline;
-  transport: 'fetch' | 'undici' | 'http';
-  method: string;
-  hasBody: boolean;
-  observe: boolean;
-  /** The caller's own signal, for transports that take one combined signal. */
-  callerSignal?: AbortSignal;
-}
+/** What a call is made with; `callerSignal` is the caller's own signal, for transports that take one combined signal. */
+export type CallInit = Pick<OutgoingCall, 'deadline' | 'transport' | 'method' | 'hasBody' | 'observe'> & { callerSignal?: AbortSignal };
 
 /** The deadline guard of one outgoing HTTP call: it writes the outcome on the spans it was shown before it aborts the transport, which then ends them. */
 export class OutgoingCall implements DeadlineHeaderWriter {
   readonly deadline: Deadline;
   readonly observe: boolean;
-  readonly transport: CallInit['transport'];
+  readonly transport: 'fetch' | 'undici' | 'http';
   readonly method: string;
   hasBody: boolean;
   /** True once the request may have reached the server (its connection was up and it was being written). */
@@ -41,9 +34,8 @@ export class OutgoingCall implements DeadlineHeaderWriter {
   /** Set by the transport wrapper around its synchronous dispatch of a request carrying our headers (see isWritingDeadlineHeaders). */
   writingDeadlineHeaders = false;
   /**
-   * False while the undici channel has tied no request to this call: one that
-   * waited in a dispatcher's queue is created later, in another call's context,
-   * and cannot be told apart there (see connectionContexts in channels.ts). The
+   * False while the undici channel has tied no request to this call (one that waited in a dispatcher's
+   * queue is created later, in another call's context: see connectionContexts in channels.ts). The
    * transport wrapper then keeps the call armed past its API's result by other means.
    */
   hasTiedRequest = false;
