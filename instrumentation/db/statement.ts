@@ -56,7 +56,7 @@ export class DbStatement {
     return this.reason !== undefined;
   }
 
-  /** Records on the driver instrumentation's span. */
+  /** Records on the driver instrumentation's span (the first one shown). */
   adoptSpan(span: Span): void {
     if (this.span !== undefined) return;
     this.span = span;
@@ -64,7 +64,6 @@ export class DbStatement {
     this.spanAdopted(span);
   }
 
-  /** Called once, with the span the statement records on. */
   protected spanAdopted(_span: Span): void {}
 
   /** Starts a CLIENT span of our own, for when no driver instrumentation makes one. */
@@ -95,6 +94,7 @@ export class DbStatement {
     this.settle(error);
   }
 
+  /** Observe mode: enforce mode would have refused this statement. */
   markWouldReject(): void {
     this.guard.markWouldReject();
   }
@@ -114,7 +114,7 @@ export class DbStatement {
       // Finished before its cutoff reached it, even if the clock passed it while the result was on its way.
       this.guard.record({ [ATTR_DEADLINE_OUTCOME]: 'completed' });
     }
-    if (this.ownSpan) this.endOwnSpan(error);
+    if (this.ownSpan) endOwnSpan(this.span!, error);
   }
 
   /** The cutoff reached the statement but it finished anyway: the result stands. */
@@ -128,13 +128,10 @@ export class DbStatement {
   protected isWrite(): boolean {
     return this.write ?? isSqlWrite(sqlCommand(this.subject));
   }
+}
 
-  private endOwnSpan(error: unknown): void {
-    const span = this.span!;
-    if (error !== undefined) {
-      const code = (error as { code?: unknown } | null)?.code;
-      span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === 'string' ? code : (error as Error)?.name });
-    }
-    span.end();
-  }
+function endOwnSpan(span: Span, error: unknown): void {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === 'string' ? code : (error as Error)?.name });
+  span.end();
 }
