@@ -1,15 +1,7 @@
 import type { Span } from '@opentelemetry/api';
 import { CALL_KEY as OUTGOING_CALL_KEY } from '../call/wire-context';
-import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
-import { LinkedItem } from '../../src/linked-set';
-import { abortCodeOf, describeAbortReason } from '../../src/errors';
-import {
-  ATTR_DEADLINE_ABORT_CODE,
-  ATTR_DEADLINE_ABORT_REASON,
-  ATTR_DEADLINE_OUTCOME,
-  type DeadlineOutcome,
-} from '../../src/attributes';
-import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
+import type { Deadline } from '../../src/deadline';
+import { CallGuard } from '../call/guard';
 
 /** The call being made, visible to hooks that run inside the transport (request hooks, channels) and to the propagator. */
 export const CALL_KEY = OUTGOING_CALL_KEY;
@@ -20,115 +12,74 @@ export const IGNORED_CALL: unique symbol = Symbol('ignored outgoing call');
 const NO_BODY_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'DELETE']);
 
 /** POST, PATCH or any request carrying a body may have had an effect once it was written. */
-export function isNonIdempotent(method: string, hasBody: boolean): boolean {
+function isNonIdempotent(method: string, hasBody: boolean): boolean {
   return hasBody || !NO_BODY_METHODS.has(method);
 }
 
-export interface CallInit {
-  deadline: Deadline;
-  transport: 'fetch' | 'undici' | 'http';
-  method: string;
-  hasBody: boolean;
-  observe: boolean;
-  /** The caller's own signal, for transports that take one combined signal. */
-  callerSignal?: AbortSignal;
-}
+/** What a call is made with; `callerSignal` is the caller's own signal, for transports that take one combined signal. */
+export type CallInit = Pick<OutgoingCall, 'deadline' | 'transport' | 'method' | 'hasBody' | 'observe'> & { callerSignal?: AbortSignal };
 
-/**
- * The deadline bookkeeping of one outgoing call made under an active deadline.
- *
- * It subscribes to the deadline's abort (without creating its AbortSignal)
- * and listens to the caller's signal, when it owns the combination, only
- * between `arm` and `settle`, so no subscription outlives the call. It writes the outcome on the transport's client spans that it has
- * been shown (`addSpan`) before it aborts the transport, so the spans carry
- * it when the transport ends them.
- */
-export class OutgoingCall extends LinkedItem implements AbortWatcher {
+/** The deadline guard of one outgoing HTTP call: it writes the outcome on the spans it was shown before it aborts the transport, which then ends them. */
+export class OutgoingCall {
   readonly deadline: Deadline;
-  readonly transport: CallInit['transport'];
-  readonly method: string;
   readonly observe: boolean;
+  readonly transport: 'fetch' | 'undici' | 'http';
+  readonly method: string;
   hasBody: boolean;
   /** True once the request may have reached the server (its connection was up and it was being written). */
   sent = false;
   settled = false;
   /** True once the call ended on its own (response and body all in), not by an abort. */
   completed = false;
+  /**
+   * False while the undici channel has tied no request to this call (one that waited in a dispatcher's
+   * queue is created later, in another call's context: see connectionContexts in channels.ts). The
+   * transport wrapper then keeps the call armed past its API's result by other means.
+   */
+  hasTiedRequest = false;
+  private readonly guard: CallGuard;
   private readonly callerSignal: AbortSignal | undefined;
-  private spans: Span[] | undefined;
-  private abortAction: ((reason: unknown) => void) | undefined;
-  private attributes: Record<string, string | boolean> | undefined;
   private openRequests = 0;
-  private requestsTied = 0;
   private apiDone = false;
-  /** How to stop watching a deadline that is not one of ours (ours are watched without a closure). */
-  private unsubscribe: (() => void) | undefined;
-  private onCallerAbort: (() => void) | undefined;
 
   constructor(init: CallInit) {
-    super();
+    this.guard = new CallGuard(init.deadline, init.observe);
     this.deadline = init.deadline;
+    this.observe = init.observe;
     this.transport = init.transport;
     this.method = init.method;
     this.hasBody = init.hasBody;
-    this.observe = init.observe;
     this.callerSignal = init.callerSignal;
   }
 
   /** Shows the call a client span of the transport; the outcome goes on it. */
   addSpan(span: Span): void {
-    if (this.spans === undefined) this.spans = [span];
-    else if (!this.spans.includes(span)) this.spans.push(span);
-    if (this.attributes !== undefined) span.setAttributes(this.attributes);
+    this.guard.addSpan(span);
   }
 
   /** Observe mode: records that enforce mode would have refused this call. */
   markWouldReject(): void {
-    this.record({ [ATTR_DEADLINE_WOULD_REJECT]: true });
+    this.guard.markWouldReject();
   }
 
-  /**
-   * Calls `action(reason)` at the cutoff or when the caller's signal aborts,
-   * whichever comes first, unless the call settles before. Observe mode only
-   * records `deadline.would_abort` then, while the transport span is still open.
-   */
+  /** Calls `action(reason)` at the cutoff or when the caller's signal aborts, whichever comes first, unless the call settles before. */
   arm(action: (reason: unknown) => void): void {
     if (this.settled) return;
-    this.abortAction = this.observe ? () => this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true }) : action;
-    // The call is its own watcher: no listener closure per call. Calls onDeadlineAbort at once if the
-    // deadline has already aborted; a cutoff passing from now on comes through the deadline's timer.
-    const stop = watchDeadlineAbort(this.deadline, this);
-    if (this.abortAction === undefined) return void unwatchDeadlineAbort(this.deadline, this, stop);
-    this.unsubscribe = stop;
-    const callerSignal = this.callerSignal;
-    if (callerSignal === undefined) return;
-    this.onCallerAbort = () => this.abortWith(callerSignal.reason);
-    callerSignal.addEventListener('abort', this.onCallerAbort);
-  }
-
-  /** @internal The deadline aborted while the call was armed. */
-  onDeadlineAbort(reason: unknown): void {
-    this.abortWith(reason);
+    this.guard.arm((reason) => {
+      this.settled = true;
+      this.guard.recordAbort(reason, this.sent && isNonIdempotent(this.method, this.hasBody));
+      action(reason);
+    }, this.callerSignal);
   }
 
   /** The server rejected the request on arrival: it never started. */
   markRejectedByServer(): void {
-    this.record({ [ATTR_DEADLINE_OUTCOME]: 'not_started' });
+    this.guard.recordNotStarted();
   }
 
   requestOpened(): void {
     this.openRequests++;
-    this.requestsTied++;
-  }
-
-  /**
-   * False while the undici channel has tied no request to this call: one that
-   * waited in a dispatcher's queue is created later, in another call's context,
-   * and cannot be told apart there (see connectionContexts in channels.ts). The
-   * transport wrapper then keeps the call armed past its API's result by other means.
-   */
-  get hasTiedRequest(): boolean {
-    return this.requestsTied > 0;
+    this.hasTiedRequest = true;
   }
 
   requestClosed(): void {
@@ -142,46 +93,10 @@ export class OutgoingCall extends LinkedItem implements AbortWatcher {
     if (this.openRequests === 0) this.settle();
   }
 
-  /** Detaches every listener. In observe mode, records whether the cutoff passed while in flight. */
   settle(): void {
     if (this.settled) return;
     this.settled = true;
     this.completed = true;
-    this.detach();
-    if (this.observe && this.deadline.remainingMs() <= 0) this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true }); // timer not run yet
-  }
-
-  private abortWith(reason: unknown): void {
-    if (this.settled) return;
-    const action = this.abortAction;
-    if (this.observe) {
-      this.detach();
-      return action?.(reason);
-    }
-    this.settled = true;
-    this.detach();
-    const code = abortCodeOf(reason);
-    let outcome: DeadlineOutcome = code === 'CANCELLED' ? 'cancelled' : 'expired';
-    if (this.sent && isNonIdempotent(this.method, this.hasBody)) outcome = 'unknown';
-    this.record({
-      [ATTR_DEADLINE_OUTCOME]: outcome,
-      [ATTR_DEADLINE_ABORT_CODE]: code,
-      [ATTR_DEADLINE_ABORT_REASON]: describeAbortReason(reason),
-    });
-    action?.(reason);
-  }
-
-  private detach(): void {
-    if (this.abortAction === undefined) return;
-    this.abortAction = undefined;
-    unwatchDeadlineAbort(this.deadline, this, this.unsubscribe);
-    this.unsubscribe = undefined;
-    if (this.onCallerAbort !== undefined) this.callerSignal?.removeEventListener('abort', this.onCallerAbort);
-    this.onCallerAbort = undefined;
-  }
-
-  private record(attributes: Record<string, string | boolean>): void {
-    this.attributes = { ...this.attributes, ...attributes };
-    if (this.spans !== undefined) for (const span of this.spans) span.setAttributes(attributes);
+    this.guard.end();
   }
 }

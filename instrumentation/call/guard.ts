@@ -1,0 +1,90 @@
+import type { Span } from '@opentelemetry/api';
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
+import { abortCodeOf, describeAbortReason } from '../../src/errors';
+import { DeadlineAttributes } from '../../src/attributes';
+
+const { OUTCOME, ABORT_CODE, ABORT_REASON, WOULD_ABORT, WOULD_REJECT } = DeadlineAttributes;
+
+/**
+ * What the guards of a call in flight (HTTP call, database statement, gRPC
+ * call) share: watching the deadline from `arm` to `disarm`, so a call
+ * awaited after its deadline scope ended is still stopped at the cutoff, and
+ * the outcome on every span the guard is shown, before or after it is recorded.
+ * The transport plugs in how to stop the call and whether an abort leaves its effect unknown.
+ */
+export class CallGuard {
+  private readonly spans: Span[] = [];
+  private attributes: Record<string, string | boolean> = {};
+  private stopWatching: (() => void) | undefined;
+
+  constructor(
+    readonly deadline: Deadline,
+    readonly observe: boolean,
+  ) {}
+
+  addSpan(span: Span): void {
+    if (this.spans.includes(span)) return;
+    this.spans.push(span);
+    span.setAttributes(this.attributes);
+  }
+
+  /**
+   * Calls `stop(reason)` once when the deadline (or `signal`, the caller's
+   * own) aborts, at once if it has already, unless disarmed first. Observe
+   * mode only records `deadline.would_abort`.
+   */
+  arm(stop: (reason: unknown) => void, signal?: AbortSignal): void {
+    if (this.stopWatching !== undefined) return;
+    let fired = false;
+    const onAbort = (reason: unknown): void => {
+      if (fired) return;
+      fired = true;
+      this.disarm();
+      if (this.observe) this.record({ [WOULD_ABORT]: true });
+      else stop(reason);
+    };
+    const unsubscribe = onDeadlineAbort(this.deadline, onAbort);
+    if (fired) return;
+    const onSignalAbort = (): void => onAbort(signal!.reason);
+    signal?.addEventListener('abort', onSignalAbort);
+    this.stopWatching = () => {
+      unsubscribe();
+      signal?.removeEventListener('abort', onSignalAbort);
+    };
+  }
+
+  disarm(): void {
+    const stop = this.stopWatching;
+    this.stopWatching = undefined;
+    stop?.();
+  }
+
+  /** Disarms a call that ended on its own; observe mode records whether its cutoff passed (its timer may not have run yet). */
+  end(): void {
+    this.disarm();
+    if (this.observe && this.deadline.remainingMs() <= 0) this.record({ [WOULD_ABORT]: true });
+  }
+
+  /** The call was stopped for `reason`: `unknown` if it may have had an effect on the server, else `cancelled` or `expired`. */
+  recordAbort(reason: unknown, effectUnknown: boolean): void {
+    const code = abortCodeOf(reason);
+    const outcome = effectUnknown ? 'unknown' : code === 'CANCELLED' ? 'cancelled' : 'expired';
+    this.record({ [OUTCOME]: outcome, [ABORT_CODE]: code, [ABORT_REASON]: describeAbortReason(reason) });
+  }
+
+  /** Nothing ran: the call was refused before it was sent, or the server refused it on arrival. */
+  recordNotStarted(code?: string): void {
+    this.record(code === undefined ? { [OUTCOME]: 'not_started' } : { [OUTCOME]: 'not_started', [ABORT_CODE]: code });
+  }
+
+  /** Observe mode: enforce mode would have refused the call. */
+  markWouldReject(): void {
+    this.record({ [WOULD_REJECT]: true });
+  }
+
+  record(attributes: Record<string, string | boolean>): void {
+    this.attributes = { ...this.attributes, ...attributes };
+    // A span its instrumentation has already ended keeps what it has: writing would only cost the SDK's warning.
+    for (const span of this.spans) if (span.isRecording()) span.setAttributes(attributes);
+  }
+}
