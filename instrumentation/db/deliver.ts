@@ -16,3 +16,15 @@ export function deliver(callback: (...args: never[]) => unknown, ...args: unknow
 export function isFunction(value: unknown): value is (...args: never[]) => unknown {
   return typeof value === 'function';
 }
+
+export type NodeCallback = (err: unknown, ...results: unknown[]) => void;
+
+/** The caller's callback, or one that settles the promise returned (in the driver's promise class) when there is none. */
+export function callbackOrPromise(given: unknown, PromiseClass: PromiseConstructor = Promise): [NodeCallback, Promise<unknown> | undefined] {
+  if (isFunction(given)) return [given as NodeCallback, undefined];
+  let callback: NodeCallback;
+  const promise = new PromiseClass((resolve, reject) => {
+    callback = (err, result) => (err ? reject(err) : resolve(result));
+  });
+  return [callback!, promise];
+}

@@ -1,6 +1,6 @@
 import type { Span } from '@opentelemetry/api';
 import { isOwnWrapper, isShimmerWrapper } from '../wrap';
-import type { DbStatement } from './statement';
+import type { DbStatement, SpanShape } from './statement';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
@@ -91,4 +91,14 @@ export class DriverSpanSlot {
  */
 export function driverInstrumented(original: unknown, current: unknown, owner: object): boolean {
   return isShimmerWrapper(original) || !isOwnWrapper(current, owner);
+}
+
+/** The span name and attributes the OTel driver instrumentations give a statement; never its text. */
+export function dbSpanShape(name: string, system: string, operation: string | undefined, database: unknown, host: unknown, port: unknown): SpanShape {
+  const attributes: Record<string, string | number> = { 'db.system.name': system };
+  if (typeof database === 'string') attributes['db.namespace'] = database;
+  if (typeof host === 'string') attributes['server.address'] = host;
+  if (typeof port === 'number') attributes['server.port'] = port;
+  if (operation !== undefined) attributes['db.operation.name'] = operation;
+  return { name, attributes };
 }

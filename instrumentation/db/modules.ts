@@ -7,7 +7,7 @@ import type { DbDriver } from './begin';
 import { patchIoredis } from './ioredis';
 import { patchMysql2, patchMysql2Connection } from './mysql2';
 import { patchMysql2Pool } from './mysql2-pool';
-import { patchMysql2PoolConnection } from './mysql2-session';
+import { patchMysql2PoolConnection } from './mysql2-connection';
 import { patchPg, patchPgClientFile } from './pg';
 
 type Exports = Record<string, unknown>;

@@ -7,7 +7,6 @@ import { statementDeadline } from './begin';
 import { makeOpensOutsideDeadline } from './connection-context';
 import { definerOf } from './definer';
 import { deliver, isFunction } from './deliver';
-import { handsOverUnguarded } from './handover';
 import { PoolWait } from './pool-wait';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
@@ -17,13 +16,6 @@ type Callback = (err: unknown, ...results: unknown[]) => void;
 interface MysqlPool {
   _connectionQueue?: { length: number; peekAt(index: number): unknown; toArray(): unknown[]; removeOne(index: number): unknown };
 }
-
-/**
- * True while mysql2's own Pool#query or Pool#execute runs: the getConnection
- * it calls at once is for one statement, made on the connection its callback
- * is given and nowhere else.
- */
-let inPoolStatement = false;
 
 /**
  * The callbacks our getConnection wrapper gave the pool. mysql2 hands a
@@ -40,34 +32,18 @@ function given<C extends object>(callback: C): C {
   return callback;
 }
 
-/** Pool#getConnection, and Pool#query / #execute, of mysql2's Pool class (lib/pool.js; hooked as a file, like lib/connection.js). */
+/** Pool#getConnection of mysql2's Pool class (lib/pool.js; hooked as a file, like lib/connection.js). */
 export function patchMysql2Pool(Pool: unknown, host: ClientHost, owner: object, isActive: () => boolean): MethodPatch[] {
   const pool = (Pool as { prototype?: Exports } | undefined)?.prototype;
   if (typeof Pool !== 'function' || pool === undefined) return [];
-  const patches = [
-    wrapMethod(definerOf(pool, 'getConnection'), 'getConnection', owner, isActive, makeGetConnectionWrapper(host)),
-    wrapMethod(definerOf(pool, 'query'), 'query', owner, isActive, marksPoolStatement),
-    wrapMethod(definerOf(pool, 'execute'), 'execute', owner, isActive, marksPoolStatement),
-  ];
-  return patches.filter((patch) => patch !== undefined);
-}
-
-function marksPoolStatement(original: AnyFunction): AnyFunction {
-  return function poolStatement(this: unknown, ...args: unknown[]): unknown {
-    const previous = inPoolStatement;
-    inPoolStatement = true;
-    try {
-      return original.apply(this, args);
-    } finally {
-      inPoolStatement = previous;
-    }
-  };
+  const patch = wrapMethod(definerOf(pool, 'getConnection'), 'getConnection', owner, isActive, makeGetConnectionWrapper(host));
+  return patch === undefined ? [] : [patch];
 }
 
 /**
  * Pool#getConnection. Its callback runs in the caller's context, deadline or
  * not: mysql2 calls a waiter back from wherever a connection came free, in
- * another request's context (see handover.ts). A connection it opens is
+ * another request's context. A connection it opens is
  * opened outside the caller's deadline (connection-context.ts). Under an
  * active deadline the wait counts against the budget: at the cutoff the
  * waiter leaves the pool's queue with DeadlineExceededError, and a
@@ -77,16 +53,13 @@ function makeGetConnectionWrapper(host: ClientHost) {
   return (original: AnyFunction): AnyFunction => {
     const opensOutsideDeadline = makeOpensOutsideDeadline(original);
     return function getConnection(this: unknown, ...args: unknown[]): unknown {
-      const forPoolStatement = inPoolStatement;
-      inPoolStatement = false;
       const first = args[0];
       if (!isFunction(first) || !host.settings.mysql2) return original.apply(this, args);
       if (poolCallbacks.has(first)) return opensOutsideDeadline.apply(this, args);
       const ctx = context.active();
       const deadline = statementDeadline(host, 'mysql2', ctx);
       if (deadline === undefined) {
-        // The pool's own statement passes through on the connection it is handed, without a context read there.
-        args[0] = given(forPoolStatement ? handsOverUnguarded(first as Callback) : context.bind(ctx, first as Callback));
+        args[0] = given(context.bind(ctx, first as Callback));
         return original.apply(this, args);
       }
       const callback = context.bind(ctx, first as Callback);

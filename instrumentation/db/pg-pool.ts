@@ -3,15 +3,21 @@ import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalAt, refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { statementDeadline } from './begin';
-import { deliver, isFunction } from './deliver';
-import { handsOverUnguarded } from './handover';
+import { callbackOrPromise, deliver, isFunction, type NodeCallback } from './deliver';
 import { pgSpanShape, PG_OPERATION } from './pg-query';
-import { isPgCancel, type PgCallback, type PgClient, type PgConnectCallback, type PgPool } from './pg-types';
+import { isPgCancel, withGuardedRelease, type PgClient, type PgConnectCallback } from './pg-connection';
 import { isSqlWrite, sqlCommand } from './sql';
 import { DbStatement } from './statement';
 import { DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
 import { PoolWait } from './pool-wait';
-import { withGuardedRelease } from './pg-release';
+
+interface PgPool {
+  ending?: unknown;
+  Promise?: PromiseConstructor;
+  options?: { host?: string; port?: number; database?: string };
+  _pendingQueue?: { timedOut?: boolean }[];
+  connect: (callback?: PgConnectCallback) => unknown;
+}
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
@@ -25,14 +31,12 @@ const POOL_OPERATION = 'pg.pool.connect';
 let internalConnect: PgConnectCallback | undefined;
 
 /**
- * The caller of the pg-pool `query` our Pool#query passes through, while it
- * runs: its context, or NO_DEADLINE when it has none (or the driver is left
- * alone). pg-pool's query calls Pool#connect at once; that callback makes
- * the statement. Without this, a waiter's statement would run in the context
- * of whichever request released the connection (handover.ts).
+ * The context of the pg-pool `query` our Pool#query passes through, while it
+ * runs. pg-pool's query calls Pool#connect at once, and that callback makes
+ * the statement; pg-pool calls a waiter back from another request's release,
+ * so without this the statement would run in that request's context.
  */
-let poolQueryCaller: Context | typeof NO_DEADLINE | undefined;
-const NO_DEADLINE = Symbol('otel-deadline.no-deadline');
+let poolQueryCaller: Context | undefined;
 
 /** Marks errors a pool wait ended with, so Pool#query can tell them from the driver's. */
 const POOL_WAIT_ERRORS = new WeakSet<object>();
@@ -93,23 +97,16 @@ export function makePgPoolConnectWrapper(host: ClientHost) {
       if (!host.settings.pg) return original.apply(this, args);
       if (forPoolQuery !== undefined && given !== undefined) {
         // pg-pool's own query, passed through by our Pool#query: its callback makes the statement at once.
-        args[0] = withGuardedRelease(forPoolQuery === NO_DEADLINE ? handsOverUnguarded(given) : context.bind(forPoolQuery, given));
+        args[0] = withGuardedRelease(context.bind(forPoolQuery, given));
         return original.apply(this, args);
       }
       const ctx = context.active();
       const deadline = statementDeadline(host, 'pg', ctx);
       const pool = this as PgPool;
-      let promise: Promise<unknown> | undefined;
-      let callback: PgConnectCallback;
       // Our own Pool#query sets its context itself; a caller's callback runs in the caller's context.
-      if (given !== undefined) callback = internal ? given : context.bind(ctx, given);
-      else {
-        promise = new (pool.Promise ?? Promise)((resolve, reject) => {
-          callback = (err, client) => (err ? reject(err) : resolve(client));
-        });
-      }
+      const [settle, promise] = callbackOrPromise(given === undefined || internal ? given : context.bind(ctx, given), pool.Promise);
       // Every checkout: a statement may be cut on it under a deadline its caller sets after connecting.
-      callback = withGuardedRelease(callback!);
+      const callback = withGuardedRelease(settle as PgConnectCallback);
       if (deadline === undefined || host.settings.mode === 'observe' || pool.ending === true) {
         // pg-pool calls a waiter back from another request's release: the caller's callback runs in the caller's context.
         original.call(this, callback);
@@ -118,10 +115,10 @@ export function makePgPoolConnectWrapper(host: ClientHost) {
       // Our own Pool#query was admitted a moment ago, in this same synchronous step.
       const refusal = internal ? undefined : refusalFor(deadline, POOL_OPERATION, host.settings.minUsefulMs);
       if (refusal !== undefined) {
-        process.nextTick(deliver, callback!, refusal);
+        process.nextTick(deliver, callback, refusal);
         return promise;
       }
-      const wait = new PgPoolWait(deadline, callback!);
+      const wait = new PgPoolWait(deadline, callback);
       wait.start(pool, original, wait.onConnected);
       return promise;
     };
@@ -147,7 +144,7 @@ export function makePgPoolQueryWrapper(host: ClientHost) {
       const deadline = statementDeadline(host, 'pg', ctx);
       if (deadline === undefined || host.settings.mode === 'observe' || isFunction(args[0])) {
         // The Pool#connect pg-pool's query calls at once learns whose statement it waits for from here.
-        poolQueryCaller = deadline === undefined ? NO_DEADLINE : ctx;
+        poolQueryCaller = ctx;
         try {
           return original.apply(this, args);
         } finally {
@@ -162,21 +159,13 @@ export function makePgPoolQueryWrapper(host: ClientHost) {
         given = values;
         values = undefined;
       }
-      let promise: Promise<unknown> | undefined;
-      let callback: PgCallback;
-      if (isFunction(given)) callback = given as PgCallback;
-      else {
-        promise = new (pool.Promise ?? Promise)((resolve, reject) => {
-          callback = (err, res) => (err ? reject(err) : resolve(res));
-        });
-      }
-      // The one clock read before the wait; the query reads it again once it has a connection.
+      const [callback, promise] = callbackOrPromise(given, pool.Promise);
       const left = budgetLeft(deadline);
       const minUsefulMs = host.settings.minUsefulMs;
       if (!mayStart(left, minUsefulMs)) {
         const refusal = refusalAt(deadline, left, PG_OPERATION, minUsefulMs)!;
         recordUnsent(host, ctx, deadline, pool, text, refusal, true);
-        process.nextTick(deliver, callback!, refusal);
+        process.nextTick(deliver, callback, refusal);
         return promise;
       }
       const onConnect: PgConnectCallback = (err, client) => {
@@ -196,7 +185,7 @@ export function makePgPoolQueryWrapper(host: ClientHost) {
     };
 }
 
-function runOnClient(ctx: Context, client: PgClient, text: unknown, values: unknown, callback: PgCallback): void {
+function runOnClient(ctx: Context, client: PgClient, text: unknown, values: unknown, callback: NodeCallback): void {
   let released = false;
   const onError = (err: unknown) => {
     if (released) return;

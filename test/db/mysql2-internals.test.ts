@@ -27,10 +27,10 @@ function rawConnection(): import('mysql2').Connection {
 }
 
 describe('mysql2 internals the guard relies on', () => {
-  it('PoolConnection (lib/pool_connection.js, the main module’s PoolConnection) is the class of the connections mysql2/promise pools hand out, with release on it (instrumentation/db/mysql2-session.ts, modules.ts)', async () => {
+  it('PoolConnection (lib/pool_connection.js, the main module’s PoolConnection) is the class of the connections mysql2/promise pools hand out, with release on it (instrumentation/db/mysql2-connection.ts, modules.ts)', async () => {
     // The package's exports hide lib/: the main module re-exports that file's class; the file hook patches it for apps that load only mysql2/promise.
     const PoolConnection = mysql.PoolConnection as unknown as { prototype: { release?: unknown } };
-    expect(typeof PoolConnection.prototype.release, 'instrumentation/db/mysql2-session.ts: release moved').toBe('function');
+    expect(typeof PoolConnection.prototype.release, 'instrumentation/db/mysql2-connection.ts: release moved').toBe('function');
     const pool = mysqlPromise.createPool({ ...MYSQL_CONFIG, connectionLimit: 1 });
     cleanups.push(() => pool.end());
     const conn = await pool.getConnection();

@@ -5,20 +5,20 @@
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { activeQueryOf, type PgClient, type PgQuery } from '../../instrumentation/db/pg-types';
+import { activeQueryOf, type PgClient, type PgQuery } from '../../instrumentation/db/pg-connection';
 import { pgConnections, usePgSuite } from './pg-fixture';
 
 const suite = usePgSuite();
 const { client } = pgConnections(suite, `otel-deadline-internals-${randomUUID().slice(0, 8)}`);
 
-describe('pg internals the pg guard relies on (instrumentation/db/pg-query.ts, pg-session.ts)', () => {
+describe('pg internals the pg guard relies on (instrumentation/db/pg-query.ts, pg-connection.ts)', () => {
   it('_queryQueue holds what is not sent yet, and pg submits its first entry next when the running statement ends', async () => {
     const c = await client();
     const internal = c as unknown as PgClient;
     const order: string[] = [];
     c.query('SELECT pg_sleep(0.1)', () => order.push('running'));
     const queued = c.query('SELECT 2 AS two').then(() => order.push('queued'));
-    expect(Array.isArray(internal._queryQueue), 'pg-session.ts CancelBarrier.place: Client#_queryQueue is gone').toBe(true);
+    expect(Array.isArray(internal._queryQueue), 'pg-query.ts openCut: Client#_queryQueue is gone').toBe(true);
     expect(internal._queryQueue).toHaveLength(1);
     // What CancelBarrier does: first in the queue, it is submitted next and lets pg go on with a Sync.
     const barrier: PgQuery & { handleReadyForQuery(): void } = {
@@ -31,7 +31,7 @@ describe('pg internals the pg guard relies on (instrumentation/db/pg-query.ts, p
     };
     internal._queryQueue!.unshift(barrier);
     await queued;
-    expect(order, 'pg-session.ts CancelBarrier: pg no longer submits _queryQueue[0] next').toEqual(['running', 'barrier', 'barrier ready', 'queued']);
+    expect(order, 'pg-connection.ts CancelBarrier: pg no longer submits _queryQueue[0] next').toEqual(['running', 'barrier', 'barrier ready', 'queued']);
   });
 
   it('_activeQuery is the Query pg runs, and pg calls the callback found on it when the statement ends', async () => {
@@ -40,14 +40,14 @@ describe('pg internals the pg guard relies on (instrumentation/db/pg-query.ts, p
     let called = '';
     const query = new pg.Query('SELECT pg_sleep(0.05)', [], () => (called = 'original'));
     c.query(query);
-    expect(activeQueryOf(c as unknown as PgClient), 'pg-types.ts activeQueryOf: Client#_activeQuery is gone').toBe(query);
+    expect(activeQueryOf(c as unknown as PgClient), 'pg-connection.ts activeQueryOf: Client#_activeQuery is gone').toBe(query);
     // What pg-query.ts settleFirst does: pg reads `callback` off the Query when it ends, not a copy taken earlier.
     (query as unknown as { callback: () => void }).callback = () => (called = 'swapped');
     await c.query('SELECT 1');
     expect(called, 'pg-query.ts settleFirst: pg no longer calls Query#callback as found at the end').toBe('swapped');
   });
 
-  it('getTransactionStatus reports the server’s ReadyForQuery status (public since pg 8.x; pg-release.ts reads it)', async () => {
+  it('getTransactionStatus reports the server’s ReadyForQuery status (public since pg 8.x; pg-connection.ts guardedRelease reads it)', async () => {
     const c = await client();
     expect(c.getTransactionStatus()).toBe('I');
     await c.query('BEGIN');
