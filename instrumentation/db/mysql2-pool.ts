@@ -1,5 +1,4 @@
 import { context } from '@opentelemetry/api';
-import type { Deadline } from '../../src/deadline';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { wrapMethod, type MethodPatch } from '../wrap';
@@ -7,14 +6,14 @@ import { statementDeadline } from './begin';
 import { makeOpensOutsideDeadline } from './connection-context';
 import { definerOf } from './definer';
 import { deliver, isFunction } from './deliver';
-import { PoolWait } from './pool-wait';
+import { PoolWait, type WaiterQueue } from './pool-wait';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Exports = Record<string, unknown>;
 type Callback = (err: unknown, ...results: unknown[]) => void;
 
 interface MysqlPool {
-  _connectionQueue?: { length: number; peekAt(index: number): unknown; toArray(): unknown[]; removeOne(index: number): unknown };
+  _connectionQueue?: { toArray(): unknown[]; removeOne(index: number): unknown };
 }
 
 /**
@@ -43,11 +42,10 @@ export function patchMysql2Pool(Pool: unknown, host: ClientHost, owner: object, 
 /**
  * Pool#getConnection. Its callback runs in the caller's context, deadline or
  * not: mysql2 calls a waiter back from wherever a connection came free, in
- * another request's context. A connection it opens is
- * opened outside the caller's deadline (connection-context.ts). Under an
- * active deadline the wait counts against the budget: at the cutoff the
- * waiter leaves the pool's queue with DeadlineExceededError, and a
- * connection that arrives for it later is released.
+ * another request's context. A connection it opens is opened outside the
+ * caller's deadline (connection-context.ts). Under an active deadline the wait
+ * counts against the budget: at the cutoff the waiter leaves the pool's queue
+ * with DeadlineExceededError, and a connection that arrives later is released.
  */
 function makeGetConnectionWrapper(host: ClientHost) {
   return (original: AnyFunction): AnyFunction => {
@@ -58,52 +56,25 @@ function makeGetConnectionWrapper(host: ClientHost) {
       if (poolCallbacks.has(first)) return opensOutsideDeadline.apply(this, args);
       const ctx = context.active();
       const deadline = statementDeadline(host, 'mysql2', ctx);
-      if (deadline === undefined) {
-        args[0] = given(context.bind(ctx, first as Callback));
-        return original.apply(this, args);
-      }
-      const callback = context.bind(ctx, first as Callback);
-      if (host.settings.mode === 'observe') return opensOutsideDeadline.call(this, given(callback));
+      const callback = given(context.bind(ctx, first as Callback));
+      if (deadline === undefined) return original.call(this, callback);
+      if (host.settings.mode === 'observe') return opensOutsideDeadline.call(this, callback);
       const refusal = refusalFor(deadline, 'mysql2.getConnection', host.settings.minUsefulMs);
       if (refusal !== undefined) return void process.nextTick(deliver, callback, refusal);
-      const wait = new MysqlPoolWait(deadline, callback);
-      wait.start(this as MysqlPool, opensOutsideDeadline, given(wait.onConnection));
+      const wait = new PoolWait(deadline, 'mysql2.getConnection', CONNECTION_QUEUE, callback, (conn: { release(): void }) => conn.release());
+      given(wait.answer);
+      wait.start(this as MysqlPool, opensOutsideDeadline);
       return undefined;
     };
   };
 }
 
-/** One Pool#getConnection waiting for a connection: leaves mysql2's queue at the cutoff. */
-class MysqlPoolWait extends PoolWait<MysqlPool> {
-  constructor(
-    deadline: Deadline,
-    private readonly callback: Callback,
-  ) {
-    super(deadline, 'mysql2.getConnection');
-  }
-
-  /** What the pool calls back: the connection goes to the caller, or back to the pool if the caller left. */
-  readonly onConnection = (err: unknown, conn?: { release(): void }): void => {
-    if (this.claim()) return deliver(this.callback, err, conn);
-    if ((err === null || err === undefined) && conn !== undefined) conn.release();
-  };
-
-  protected queueLength(pool: MysqlPool): number {
-    return pool._connectionQueue?.length ?? 0;
-  }
-
-  protected lastQueued(pool: MysqlPool): unknown {
+/** mysql2's waiters: `_connectionQueue`, a Denque. */
+const CONNECTION_QUEUE: WaiterQueue<MysqlPool> = {
+  entries: (pool) => pool._connectionQueue?.toArray() ?? [],
+  leave(pool, entry) {
     const queue = pool._connectionQueue;
-    return queue === undefined ? undefined : queue.peekAt(queue.length - 1);
-  }
-
-  protected leaveQueue(pool: MysqlPool): void {
-    const queue = pool._connectionQueue;
-    const index = queue === undefined ? -1 : queue.toArray().indexOf(this.waiter);
+    const index = queue === undefined ? -1 : queue.toArray().indexOf(entry);
     if (index >= 0) queue!.removeOne(index);
-  }
-
-  protected fail(error: Error): void {
-    deliver(this.callback, error);
-  }
-}
+  },
+};

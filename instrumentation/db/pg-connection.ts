@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
 import { CANCEL_BOUND_MS, type CancelResult } from './cancel-machine';
 
 /**
@@ -229,8 +230,10 @@ export function withGuardedRelease(callback: PgConnectCallback): PgConnectCallba
  * pg-pool's release for one checkout on which a statement was refused or cut:
  * the connection goes back to the pool only once every cut on it has settled,
  * and only when the server's own transaction status (`getTransactionStatus()`)
- * says idle; otherwise it is destroyed (`release(true)`). A checkout nothing
- * was cut on is released as pg-pool would: its state is the caller's.
+ * says idle; otherwise it is destroyed (`release(true)`). A statement the
+ * server confirmed it cancelled leaves the connection ready for the next one,
+ * so that error (pg-pool's query releases with it) does not destroy it. A
+ * checkout nothing was cut on is released as pg-pool would.
  */
 function guardedRelease(client: PgClient, release: Release): Release {
   let called = false;
@@ -240,7 +243,8 @@ function guardedRelease(client: PgClient, release: Release): Release {
     if (called) throw new Error('Release called on client which has already been released to the pool.');
     called = true;
     session.touched = false;
-    if (err !== undefined && err !== null && err !== false) return release(err);
+    const confirmedCancel = (err instanceof DeadlineExceededError || err instanceof DeadlineCancelledError) && isPgCancel(err.cause);
+    if (err !== undefined && err !== null && err !== false && !confirmedCancel) return release(err);
     const onSettled = () => {
       clearTimeout(bound);
       release(!session.destroyed && client.getTransactionStatus?.() === 'I' ? undefined : true);

@@ -15,7 +15,7 @@ export function patchPg(moduleExports: Exports, host: ClientHost, slot: DriverSp
   if (pool !== undefined) {
     for (const patch of [
       wrapMethod(pool, 'connect', owner, isActive, makePgPoolConnectWrapper(host)),
-      wrapMethod(pool, 'query', owner, isActive, makePgPoolQueryWrapper(host)),
+      wrapMethod(pool, 'query', owner, isActive, makePgPoolQueryWrapper),
     ]) {
       if (patch !== undefined) patches.push(patch);
     }
