@@ -1,16 +1,13 @@
-import type { Span } from '@opentelemetry/api';
-import { context as contextApi } from '@opentelemetry/api';
-import { spanStartLook } from '../../src/processor/statement-in-flight';
+import { context, type Span } from '@opentelemetry/api';
 import { budgetLeft, mayStart, refusalAt } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
 import { makeOpensOutsideDeadline } from './connection-context';
 import type { DriverSpanSlot } from './driver-span';
-import { clampBlockingTimeout, mayBeBlocking } from './redis-blocking';
-import { commandKind, CUT_BY_DEADLINE, RedisCommandGuard, type RedisCommand } from './redis-command-guard';
+import { clampBlockingTimeout } from './redis-blocking';
+import { cleanupAfterCut, commandKind, CUT_BY_DEADLINE, DISCARD_AND_UNWATCH, RedisCommandGuard, sendCleanup, type RedisCommand } from './redis-command-guard';
 import { isPipelineWrite, makePipelineSendCommand, ownSpanShape, patchAutoPipelinedCalls, queuedGuard, refusesWholeBatch } from './redis-pipeline';
-import { cleanupAfterCut, discardInsteadOfExec, sendCleanup } from './redis-session';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Exports = Record<string, unknown>;
@@ -108,30 +105,22 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         return command!.promise;
       }
       const settings = host.settings;
-      // A DeadlineSpanProcessor looked at the deadline as the outer span started, in this same
-      // synchronous step and context: that look is ours (see spanStartLook). Otherwise we look.
-      const look = outerSpan === undefined ? undefined : spanStartLook(outerSpan);
-      const seen = look?.deadline;
-      const ctx = seen === undefined ? contextApi.active() : undefined;
-      const deadline = ctx === undefined ? (settings.ioredis ? seen : undefined) : statementDeadline(host, 'ioredis', ctx);
+      const ctx = context.active();
+      const deadline = statementDeadline(host, 'ioredis', ctx);
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function' || commandKind(command.name).cleanup) {
         return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
       }
       const observe = settings.mode === 'observe';
       const guard = new RedisCommandGuard(deadline, observe, 'redis', undefined, command);
       if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
-      // The one clock read (the processor's, when it found budget left): refusal, the blocking timeout
-      // and arming all go by it. Expired or aborted at that look, budgetLeft records the abort.
-      const seenLeft = ctx === undefined ? look!.startBudgetLeftMs : undefined;
-      const left = seenLeft !== undefined && seenLeft > 0 ? seenLeft : budgetLeft(deadline);
+      // One clock read: refusal, the blocking timeout and arming all go by it.
+      const left = budgetLeft(deadline);
       const minUsefulMs = settings.minUsefulMs;
       const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, guard.operation, minUsefulMs);
-      // Our own span when no other instrumentation makes one for this call: none below us (or the command is
-      // refused and never reaches it), and none on top of us, where the method found on the client is ours.
-      // That lookup goes up ioredis's prototype chain, so it is made last, only when it decides.
+      // Our own span when no other instrumentation makes one: none below us (or the command is refused and
+      // never reaches it), and none on top of us, where the method found on the client is ours.
       if (outerSpan === undefined && (!instrumentedBelow || refusal !== undefined) && isOwnWrapper((this as Exports).sendCommand, owner)) {
-        // No outer span, so no look but ours: ctx is the context read above.
-        guard.startOwnSpan(host.tracer, ctx!, ownSpanShape(this as Exports, guard.name));
+        guard.startOwnSpan(host.tracer, ctx, ownSpanShape(this as Exports, guard.name));
       }
       if (refusal !== undefined) {
         if (!observe) {
@@ -139,7 +128,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
           if (guard.name === 'exec') {
             // A MULTI sent earlier would stay open on the shared connection, and every later command of every
             // request would answer QUEUED and be committed by the next EXEC: clean up before the caller hears.
-            discardInsteadOfExec(command.constructor as new (name: string) => object, sendBelow(this));
+            sendCleanup(command.constructor as new (name: string) => object, sendBelow(this), DISCARD_AND_UNWATCH);
           }
           // On the next tick: an instrumentation-ioredis wrapped on top of us patches
           // `command.reject` once we return, and ends its span only through it.
@@ -148,7 +137,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         }
         guard.markWouldReject();
       }
-      if (!observe && mayBeBlocking(command.name) && commandKind(command.name).blocking) {
+      if (!observe && commandKind(command.name).blocking) {
         guard.deliversLateReply = clampBlockingTimeout(guard.name, command.args, left);
       }
       const cleanup = cleanupAfterCut(guard.name);
@@ -158,15 +147,9 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         guard.afterCut = () => sendCleanup(command.constructor as new (name: string) => object, send, cleanup);
       }
       guard.arm(guard);
-      // Before the send: ioredis rejects some commands inside sendCommand (a
-      // closed connection, subscriber mode, no offline queue), and only a
-      // wrapper already in place sees that, or the guard would hold the
-      // deadline armed until its cutoff. An instrumentation-ioredis, below or on
-      // top of us, puts its own wrappers on top of these.
+      // Before the send: ioredis rejects some commands inside sendCommand (a closed connection, subscriber
+      // mode, no offline queue); an instrumentation-ioredis puts its own wrappers on top of these.
       guard.settleOnReply();
-      // Only an instrumentation below us calls its requestHook (with its span)
-      // from inside this call; on top of us it has called it already, and the
-      // span is in `outerSpan`.
       return instrumentedBelow ? slot.dispatch(guard, original, this, args) : original.apply(this, args);
     };
   };

@@ -1,5 +1,4 @@
-import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
-import { LinkedItem } from '../../src/linked-set';
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { errorForAbort } from '../../src/errors';
 import { deliver } from './deliver';
 
@@ -18,7 +17,7 @@ type Answer = (err: unknown, connection?: never, ...rest: never[]) => void;
  * the caller gets DeadlineExceededError (or DeadlineCancelledError); a
  * connection that arrives for it later goes back to the pool.
  */
-export class PoolWait<Pool> extends LinkedItem implements AbortWatcher {
+export class PoolWait<Pool> {
   private settled = false;
   private stop: (() => void) | undefined = undefined;
   private pool: Pool | undefined = undefined;
@@ -32,9 +31,7 @@ export class PoolWait<Pool> extends LinkedItem implements AbortWatcher {
     /** Gives back a connection that came after the caller left. */
     private readonly giveBack: (connection: never, rest: never[]) => void,
     private readonly failed?: (error: Error) => void,
-  ) {
-    super();
-  }
+  ) {}
 
   /** Asks the pool for a connection (`request.call(pool, answer)`) and, unless it answered at once, watches the deadline meanwhile. */
   start(pool: Pool, request: (this: unknown, ...args: unknown[]) => unknown): void {
@@ -45,7 +42,7 @@ export class PoolWait<Pool> extends LinkedItem implements AbortWatcher {
       this.pool = pool;
       this.entry = after[after.length - 1];
     }
-    if (!this.settled) this.stop = watchDeadlineAbort(this.deadline, this);
+    if (!this.settled) this.stop = onDeadlineAbort(this.deadline, (reason) => this.onAbort(reason));
   }
 
   readonly answer: Answer = (err, connection, ...rest) => {
@@ -56,12 +53,12 @@ export class PoolWait<Pool> extends LinkedItem implements AbortWatcher {
   private finish(): boolean {
     if (this.settled) return false;
     this.settled = true;
-    unwatchDeadlineAbort(this.deadline, this, this.stop);
+    this.stop?.();
     this.stop = undefined;
     return true;
   }
 
-  onDeadlineAbort(reason: unknown): void {
+  private onAbort(reason: unknown): void {
     if (!this.finish()) return;
     if (this.pool !== undefined) this.queue.leave(this.pool, this.entry);
     const error = errorForAbort(reason, this.operation, this.deadline.expiresAtMs);

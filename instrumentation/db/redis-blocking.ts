@@ -83,21 +83,6 @@ function word(arg: unknown): string {
   return '';
 }
 
-/** One bit per first letter of the names above (bit 0: a), so most commands skip the table: see mayBeBlocking. */
-const FIRST_LETTERS = Object.keys(GRAMMARS).reduce((mask, name) => mask | (1 << (name.charCodeAt(0) - 0x61)), 0);
-
-/**
- * False only when `name`, in any case, cannot be a blocking command: its first
- * letter starts none of their names (GET, SET, HGET...). A quick look for the
- * hot path before the lower-cased name and the table are consulted. It may
- * say true for names that are not blocking (shift counts wrap), never false
- * for one that is.
- */
-export function mayBeBlocking(name: unknown): boolean {
-  if (typeof name !== 'string' || name.length === 0) return true;
-  return ((FIRST_LETTERS >>> ((name.charCodeAt(0) | 0x20) - 0x61)) & 1) === 1;
-}
-
 /** Whether `name` (lower case) is a blocking command whose timeout is clamped. */
 export function isBlocking(name: string): boolean {
   return Object.prototype.hasOwnProperty.call(GRAMMARS, name);

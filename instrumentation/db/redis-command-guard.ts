@@ -1,7 +1,6 @@
 import type { Span } from '@opentelemetry/api';
 import { markStatementInFlight } from '../../src/processor/statement-in-flight';
 import { isBlocking } from './redis-blocking';
-import { isSessionCleanup } from './redis-session';
 import { DbStatement, type CutoffHandler } from './statement';
 
 export interface RedisCommand {
@@ -31,27 +30,40 @@ const READ_COMMANDS = new Set(
   ),
 );
 
-/** What the guard needs to know of a command name, worked out once per distinct name. */
-interface CommandKind {
-  /** Lower case: what spans, errors and the tables here use. */
-  readonly name: string;
-  /** Whether its timeout argument is clamped to the time left. */
-  readonly blocking: boolean;
-  /** DISCARD, UNWATCH, RESET: never refused, delayed or cut (redis-session.ts). */
-  readonly cleanup: boolean;
+/**
+ * DISCARD, UNWATCH, RESET end a transaction or restore the connection's
+ * session state, which outlives the request: sent whatever the clock says.
+ */
+const CLEANUP = new Set(['discard', 'unwatch', 'reset']);
+
+/** A command name in lower case (what spans, errors and the tables use), and what the guard does with it. */
+export function commandKind(name: unknown): { name: string; blocking: boolean; cleanup: boolean } {
+  const lower = String(name).toLowerCase();
+  return { name: lower, blocking: isBlocking(lower), cleanup: CLEANUP.has(lower) };
 }
 
-/** Command names as ioredis was given them → their kind, so that a command costs no new string. Bounded. */
-const COMMAND_KINDS = new Map<unknown, CommandKind>();
-const COMMAND_KINDS_MAX = 1_024;
+/** DISCARD ends a MULTI and drops what it queued (and its WATCH); UNWATCH a WATCH whose MULTI never went. Harmless when nothing is open. */
+export const DISCARD_AND_UNWATCH: readonly string[] = ['discard', 'unwatch'];
 
-export function commandKind(name: unknown): CommandKind {
-  const known = COMMAND_KINDS.get(name);
-  if (known !== undefined) return known;
-  const lower = String(name).toLowerCase();
-  const kind: CommandKind = Object.freeze({ name: lower, blocking: isBlocking(lower), cleanup: isSessionCleanup(lower) });
-  if (COMMAND_KINDS.size < COMMAND_KINDS_MAX && typeof name === 'string') COMMAND_KINDS.set(name, kind);
-  return kind;
+/** What ends the state a MULTI or WATCH cut in flight may have opened on the server; undefined for any other command. */
+export function cleanupAfterCut(name: string): readonly string[] | undefined {
+  if (name === 'multi') return DISCARD_AND_UNWATCH;
+  if (name === 'watch') return ['unwatch'];
+  return undefined;
+}
+
+/**
+ * Sends `names` below our guard (`send`), now and in order, replies ignored:
+ * in place of a refused EXEC, nothing queued is committed and no later
+ * command of another request answers QUEUED. `Command` is ioredis's public
+ * class of the refused command.
+ */
+export function sendCleanup(Command: new (name: string) => object, send: (command: object) => unknown, names: readonly string[]): void {
+  for (const name of names) {
+    const sent = send(new Command(name)) as { promise?: Promise<unknown> } | undefined;
+    const reply = sent?.promise ?? sent;
+    if (reply instanceof Promise) reply.catch(() => undefined);
+  }
 }
 
 /**
@@ -82,12 +94,10 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
     return this.subject as RedisCommand;
   }
 
-  /** The command's name in lower case, as spans, errors and the tables here use it: looked up only when one of them needs it. */
   get name(): string {
     return commandKind(this.command.name).name;
   }
 
-  /** `redis.get`: built only when an error or a refusal needs it. */
   override get operation(): string {
     return `redis.${this.name}`;
   }

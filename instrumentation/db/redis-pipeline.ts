@@ -16,14 +16,15 @@
  * `stream` argument ioredis passes to Redis#sendCommand for a pipeline's
  * write (`isPipeline`).
  */
-import type { Context } from '@opentelemetry/api';
+import { context, type Context } from '@opentelemetry/api';
 import { withoutDeadline } from '../../src/context';
 import type { Deadline } from '../../src/deadline';
-import { context as contextApi } from '@opentelemetry/api';
 import { budgetLeft, mayStart, refusalAt } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, unwrappedBy, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
+import { dbSpanShape } from './driver-span';
+import type { SpanShape } from './statement';
 import { blockingTimeoutIndex } from './redis-blocking';
 import { commandKind, RedisCommandGuard, type PipelineMember, type RedisCommand } from './redis-command-guard';
 
@@ -63,12 +64,8 @@ export function queuedGuard(command: unknown): RedisCommandGuard | undefined {
 }
 
 /** The attributes of our own span for a command of `client`, as instrumentation-ioredis names its spans. */
-export function ownSpanShape(client: ClientLike, name: string): { name: string; attributes: Record<string, string | number> } {
-  const options = client.options ?? {};
-  const attributes: Record<string, string | number> = { 'db.system.name': 'redis', 'db.operation.name': name };
-  if (typeof options.host === 'string') attributes['server.address'] = options.host;
-  if (typeof options.port === 'number') attributes['server.port'] = options.port;
-  return { name, attributes };
+export function ownSpanShape(client: ClientLike, name: string): SpanShape {
+  return dbSpanShape(name, 'redis', name, undefined, client.options?.host, client.options?.port);
 }
 
 /** Whether another instrumentation (instrumentation-ioredis) makes the spans of `client`'s commands, below or on top of our wrapper. */
@@ -108,7 +105,7 @@ export function makePipelineSendCommand(host: ClientHost, owner: object, isActiv
       const command = args[0] as RedisCommand | undefined;
       const caller = queuingCaller;
       queuingCaller = undefined;
-      const ctx = caller?.ctx ?? contextApi.active();
+      const ctx = caller?.ctx ?? context.active();
       const deadline = caller !== undefined ? caller.deadline : statementDeadline(host, 'ioredis', ctx);
       const members = membersOf(pipeline);
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function' || commandKind(command.name).cleanup) {
@@ -170,7 +167,7 @@ function makeAutoPipelinedCall(original: AnyFunction, method: string, host: Clie
   return function autoPipelinedCall(this: unknown, ...args: unknown[]): unknown {
     const client = this as ClientLike;
     if (client.isPipeline === true || client.options?.enableAutoPipelining !== true) return original.apply(this, args);
-    const ctx = contextApi.active();
+    const ctx = context.active();
     const deadline = statementDeadline(host, 'ioredis', ctx);
     if (deadline === undefined) return original.apply(this, args);
     const callback = typeof args[args.length - 1] === 'function' ? (args.pop() as (err: unknown, value?: unknown) => void) : undefined;
@@ -195,7 +192,7 @@ function makeAutoPipelinedCall(original: AnyFunction, method: string, host: Clie
       // context it was scheduled in, and the whole batch (its write, instrumentation-ioredis's spans for
       // every command in it, what the span processor stamps on them) would run under this caller's deadline.
       queuingCaller = { deadline, ctx };
-      result = contextApi.with(withoutDeadline(ctx), () => original.apply(this, args));
+      result = context.with(withoutDeadline(ctx), () => original.apply(this, args));
     } finally {
       queuingCaller = undefined;
       guard = lastQueued as RedisCommandGuard | undefined;
