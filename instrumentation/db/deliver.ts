@@ -1,7 +1,6 @@
 /**
- * Calls a driver callback the way the drivers do: an exception it throws is
- * rethrown on the next tick (an uncaught exception, as without us), never
- * swallowed by the deadline's abort notification that may be running it.
+ * Calls a driver callback as the drivers do: a throw is rethrown on the next tick (uncaught, as without us), never
+ * swallowed by the abort notification that may be running it.
  */
 export function deliver(callback: (...args: never[]) => unknown, ...args: unknown[]): void {
   try {

@@ -13,13 +13,9 @@ type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Exports = Record<string, unknown>;
 
 /**
- * Redis#sendCommand under an active deadline (every command of ioredis 5 and
- * 6 goes through it, `multi`'s commands and pipelines' writes included).
- * Redis cannot cancel a command: one in flight at the cutoff rejects with
- * DeadlineExceededError and its reply is dropped when it comes, and blocking
- * commands get their timeout clamped to the time left so the server itself
- * gives up by the cutoff. Commands queued in a pipeline are judged by their
- * caller's deadline (redis-pipeline.ts).
+ * Redis#sendCommand under an active deadline (every ioredis 5/6 command goes through it). Redis cannot cancel a
+ * command: one in flight at the cutoff rejects and its reply is dropped; blocking commands get their timeout clamped
+ * so the server answers by the cutoff. Pipelines: redis-pipeline.ts.
  */
 export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const Redis = (typeof moduleExports.default === 'function' ? moduleExports.default : moduleExports) as { prototype?: Exports };
@@ -49,11 +45,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       (cleanup: object): unknown =>
         instrumentedBelow ? slot.passThrough(original, client, [cleanup]) : original.call(client, cleanup);
 
-    /**
-     * One command of a pipeline's write. Never refused for itself, never left
-     * out (the batch would never be written), never judged by the context of
-     * the write: by the deadline of the caller that queued it, if any.
-     */
+    /** One command of a pipeline's write: never refused or left out for itself, judged by the deadline of the caller that queued it. */
     function writeQueued(client: unknown, args: unknown[], stream: object, outerSpan: Span | undefined): unknown {
       const guard = queuedGuard(args[0]);
       const batch = guard?.batch;

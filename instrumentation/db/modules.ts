@@ -22,10 +22,8 @@ interface DriverFile {
 }
 
 /**
- * The database drivers, the versions covered and the module names the ESM
- * loader hook must include. Some files inside a driver are hooked too, at
- * the moment the OTel driver instrumentations patch them (see pg.ts), and
- * because `mysql2/promise` loads mysql2's classes without its main module.
+ * The drivers, their versions, and files inside them hooked too: where the OTel driver instrumentations patch (pg.ts),
+ * and because `mysql2/promise` loads mysql2's classes without its main module (docs/internals.md).
  */
 const DRIVERS: readonly { name: DbDriver; versions: string[]; patch: Patcher; files?: DriverFile[] }[] = [
   { name: 'pg', versions: ['>=8.0.0 <9'], patch: patchPg, files: [{ path: 'pg/lib/client.js', patch: patchPgClientFile }] },
@@ -49,11 +47,7 @@ export const MYSQL2_INSTRUMENTATION_SCOPE = '@opentelemetry/instrumentation-mysq
 
 export const DATABASE_MODULES: readonly string[] = DRIVERS.map((driver) => driver.name);
 
-/**
- * The database half of DeadlineInstrumentation: one module definition per
- * driver that is switched on, and the `requestHook`s that hand the OTel
- * driver instrumentations' spans to our statements.
- */
+/** The database half of DeadlineInstrumentation: a module definition per driver switched on, and the span slots. */
 export class DatabaseDrivers {
   readonly slots: Record<DbDriver, DriverSpanSlot>;
   private readonly patches = new Map<object, MethodPatch[]>();
@@ -89,11 +83,7 @@ export class DatabaseDrivers {
     return exports;
   }
 
-  /**
-   * A file whose export is the function itself: the module system hands out
-   * the replacement from then on, so it cannot be put back; disabled, it
-   * calls the original straight through.
-   */
+  /** A file whose export is the function itself: replaced for good, so disabled it calls the original straight through. */
   private replaceOnce(exports: unknown, makeWrapper: (original: AnyFunction) => AnyFunction): unknown {
     if (typeof exports !== 'function') return exports;
     const known = this.replacements.get(exports);

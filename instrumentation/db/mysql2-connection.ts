@@ -17,10 +17,8 @@ function asBookkeeping(fn: () => void): void {
 }
 
 /**
- * Connections on which a deadline refused, skipped or cut a statement: the
- * caller's transaction on them is in a state nobody knows (KILL QUERY rolls
- * back the statement alone). A pool connection in this set is rolled back
- * before it goes back to its pool, or destroyed.
+ * Connections on which a deadline refused, skipped or cut a statement, so their transaction state is unknown: a pool
+ * connection here is rolled back before it goes back to its pool, or destroyed.
  */
 const unsure = new WeakSet<object>();
 /** Pool connections whose release waits for that rollback: a second release() meanwhile is the same one. */
@@ -30,11 +28,7 @@ export function markTransactionUnknown(connection: object): void {
   unsure.add(connection);
 }
 
-/**
- * Sends `ROLLBACK` (never refused or cut) and calls `done(true)` when the
- * server's answer says no transaction is open: SERVER_STATUS_IN_TRANS (bit 1)
- * clear in the OK packet's status flags.
- */
+/** Sends `ROLLBACK` and calls `done(true)` when the OK packet's status flags say no transaction is open (SERVER_STATUS_IN_TRANS). */
 export function rollBack(connection: SessionConnection, done: (clean: boolean) => void): void {
   connection.query('ROLLBACK', (err, result) => {
     const status = (result as { serverStatus?: unknown } | null | undefined)?.serverStatus;
@@ -43,11 +37,8 @@ export function rollBack(connection: SessionConnection, done: (clean: boolean) =
 }
 
 /**
- * PoolConnection#release (lib/pool_connection.js; `mysql2/promise`'s
- * release() and the pool's own `query` / `execute` call it). A connection a
- * deadline left in an unknown transaction state goes back to its pool only
- * once a ROLLBACK has answered that no transaction is open; otherwise it is
- * destroyed, and the pool opens a new one for its next waiter.
+ * PoolConnection#release (lib/pool_connection.js): a connection left in an unknown transaction state goes back to its
+ * pool only once a ROLLBACK answered that no transaction is open; otherwise it is destroyed.
  */
 export function patchMysql2PoolConnection(PoolConnection: unknown, owner: object, isActive: () => boolean): MethodPatch[] {
   const proto = (PoolConnection as { prototype?: Record<string, unknown> } | undefined)?.prototype;
@@ -89,11 +80,8 @@ interface Killer {
 }
 
 /**
- * `KILL QUERY <thread id>` from a separate connection: one per server and
- * user, opened on the first cutoff, reused by the following ones, closed
- * after a few idle seconds, its socket unref'd so it never keeps a process
- * alive. A statement killed this way ends with error 1317 and its own
- * connection stays usable.
+ * `KILL QUERY <thread id>` from a separate connection per server and user, opened on the first cutoff, closed after
+ * a few idle seconds, unref'd. The killed statement ends with 1317; its connection stays usable.
  */
 export class MysqlKiller {
   private readonly killers = new Map<string, Killer>();

@@ -17,12 +17,8 @@ interface MysqlPool {
 }
 
 /**
- * The callbacks our getConnection wrapper gave the pool. mysql2 hands a
- * queued waiter to getConnection again when the connection it was to get is
- * destroyed (releaseConnection of a removed connection): that call runs in
- * whoever destroyed it, often another request under its own deadline. A
- * callback found here has been judged already, by its own caller's deadline
- * or none, and passes through (a connection it opens, opened outside any).
+ * The callbacks our getConnection gave the pool. mysql2 hands a waiter to getConnection again when its connection is
+ * destroyed, inside whoever destroyed it: a callback found here was judged by its own caller already and passes through.
  */
 const poolCallbacks = new WeakSet<object>();
 
@@ -40,12 +36,8 @@ export function patchMysql2Pool(Pool: unknown, host: ClientHost, owner: object, 
 }
 
 /**
- * Pool#getConnection. Its callback runs in the caller's context, deadline or
- * not: mysql2 calls a waiter back from wherever a connection came free, in
- * another request's context. A connection it opens is opened outside the
- * caller's deadline (connection-context.ts). Under an active deadline the wait
- * counts against the budget: at the cutoff the waiter leaves the pool's queue
- * with DeadlineExceededError, and a connection that arrives later is released.
+ * Pool#getConnection: the callback runs in its caller's context (mysql2 calls waiters back from wherever a connection
+ * came free), a connection it opens is opened outside the deadline, and under a deadline the wait is bounded (PoolWait).
  */
 function makeGetConnectionWrapper(host: ClientHost) {
   return (original: AnyFunction): AnyFunction => {

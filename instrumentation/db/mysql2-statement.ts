@@ -25,11 +25,8 @@ export interface MysqlConnection {
 }
 
 /**
- * One guarded mysql2 statement: at the cutoff it is stopped on the server
- * with `KILL QUERY`. From the moment the kill is sent until it has settled,
- * the connection is paused (mysql2's public pause()): it reads no answer, so
- * nothing queued behind the statement starts, and a pool (whose `query`
- * releases its connection when the statement ends) gets it back only then.
+ * A mysql2 statement stopped at the cutoff with `KILL QUERY`. Until the kill settles the connection is paused
+ * (public pause()): it reads no answer, so nothing queued behind starts, and a pool gets it back only then.
  */
 export class GuardedMysqlStatement extends CancelMachine {
   command: MysqlCommand | undefined;
@@ -67,10 +64,8 @@ export class GuardedMysqlStatement extends CancelMachine {
   }
 
   /**
-   * Resumed, the connection reads its answers again, in order. A kill that
-   * may still land ends the connection first (a pool opens a new one): a
-   * result still on its way goes to nobody, a command queued behind fails
-   * with mysql2's closed-connection error, never reaching the server.
+   * Resumed, the connection reads its answers again. A kill that may still land ends it first: a queued command then
+   * fails with mysql2's closed-connection error, never reaching the server.
    */
   protected afterCancel(result: CancelResult): void {
     if (result === 'unsettled') this.connection.destroy?.();

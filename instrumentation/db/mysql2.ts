@@ -35,11 +35,7 @@ export function patchMysql2(moduleExports: Exports, host: ClientHost, slot: Driv
   ];
 }
 
-/**
- * `query` and `execute` of mysql2's Connection class (lib/connection.js; pool
- * connections inherit them). Hooked as a file too: `mysql2/promise` never
- * loads the main module, so an app that only imports it is covered this way.
- */
+/** `query` and `execute` of mysql2's Connection (lib/connection.js, hooked as a file too for `mysql2/promise`-only apps). */
 export function patchMysql2Connection(Connection: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const connection = (Connection as { prototype?: Exports } | undefined)?.prototype;
   if (typeof Connection !== 'function' || connection === undefined) return [];

@@ -32,10 +32,8 @@ const PENDING: WaiterQueue<PgPool> = {
 };
 
 /**
- * The caller of the pg-pool `query` our Pool#query passes through, while it
- * runs. pg-pool's query calls Pool#connect at once, and that callback makes
- * the statement; pg-pool calls a waiter back from another request's release,
- * so without this the statement would run in that request's context.
+ * The caller of the pg-pool `query` our Pool#query passes through: its Pool#connect, made at once, learns from here
+ * whose statement it waits for (pg-pool calls waiters back inside another request's release).
  */
 let poolQueryCaller: { ctx: Context; text: unknown } | undefined;
 
@@ -53,11 +51,8 @@ export function makePgPoolQueryWrapper(original: AnyFunction): AnyFunction {
 }
 
 /**
- * Pool#connect. Every checkout gets a guarded release (pg-connection.ts),
- * and its callback runs in its caller's context. Under an active deadline the
- * wait for a connection counts against the budget: at the cutoff the waiter
- * leaves pg-pool's queue with DeadlineExceededError; a connection opened for
- * it later goes back to the pool.
+ * Pool#connect: every checkout gets a guarded release (pg-connection.ts), its callback runs in its caller's context,
+ * and under a deadline the wait is bounded (PoolWait).
  */
 export function makePgPoolConnectWrapper(host: ClientHost) {
   return (original: AnyFunction): AnyFunction =>

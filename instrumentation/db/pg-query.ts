@@ -23,11 +23,7 @@ export function pgSpanShape(client: PgClient, command: string | undefined): Span
   return dbSpanShape(name, 'postgresql', command, database, params.host, params.port);
 }
 
-/**
- * A pg statement's guard. A text that holds several statements (the simple
- * protocol runs `INSERT …; SELECT pg_sleep(5)` in one go) may have changed
- * data before the part that was cancelled, whatever its first word says.
- */
+/** A pg statement's guard. A text with several statements may have changed data before the part that was cancelled. */
 class PgStatement extends DbStatement {
   holdsSeveral(): boolean {
     return holdsSeveralStatements(this.subject, 'postgres');
@@ -78,11 +74,7 @@ function callbackOf(args: unknown[]): ((...a: never[]) => unknown) | undefined {
   return isFunction(fromConfig) ? fromConfig : undefined;
 }
 
-/**
- * Refuses the call the way pg fails one. `before` runs first: for a COMMIT,
- * a ROLLBACK sent below our wrapper, so nothing of the transaction is
- * committed later by whoever runs the next COMMIT on this connection.
- */
+/** Refuses the call the way pg fails one, after `before` (for a COMMIT: a ROLLBACK below our wrapper, so nothing of it commits later). */
 function refuse(client: PgClient, args: unknown[], submittable: PgQuery | undefined, error: Error, before: (then: () => void) => void): unknown {
   if (submittable !== undefined) {
     before(() => failSubmittable(submittable, error, client.connection));
@@ -227,10 +219,8 @@ class GuardedPgQuery extends CancelMachine {
   }
 
   /**
-   * The statement was sent and is cut: the connection is not fit for anyone
-   * else until it has fully ended (and, with `cancelPending`, its cancel has
-   * settled). A barrier right behind it in pg's queue tells when; pipeline
-   * mode has sent what is queued already, so there the statement's end does.
+   * The statement is cut: the connection serves nobody else until it has ended and (`cancelPending`) its cancel
+   * settled. A barrier right behind it in pg's queue tells when; in pipeline mode, the statement's end.
    */
   private openCut(cancelPending: boolean): void {
     const cut = sessionOf(this.client).openCut(cancelPending);

@@ -11,11 +11,8 @@ export interface WaiterQueue<Pool> {
 type Answer = (err: unknown, connection?: never, ...rest: never[]) => void;
 
 /**
- * A caller's wait for a pool connection (pg-pool, mysql2's pool) under an
- * active deadline: it counts against the budget. At the cutoff the waiter
- * leaves the pool's queue (which no public API offers: docs/internals.md) and
- * the caller gets DeadlineExceededError (or DeadlineCancelledError); a
- * connection that arrives for it later goes back to the pool.
+ * A caller's wait for a pool connection under a deadline. At the cutoff the waiter leaves the pool's queue (no public
+ * API does: docs/internals.md) and gets the deadline's error; a connection that comes later goes back to the pool.
  */
 export class PoolWait<Pool> {
   private settled = false;

@@ -14,12 +14,9 @@ export interface RedisCommand {
 }
 
 /**
- * Marks a command the cutoff rejected. ioredis sends a command again through
- * sendCommand when its connection comes back (the commands that had no reply
- * yet, with autoResendUnfulfilledCommands, its default, and the offline
- * queue), from its own event handler, outside the deadline's context: nothing
- * would stop it, and a command the caller has already been told failed would
- * run after its cutoff (a BLPOP could pop an element nobody receives).
+ * Marks a command the cutoff rejected: ioredis resends unanswered commands
+ * when its connection comes back, outside the deadline's context, and one the
+ * caller was told failed must not run then (a BLPOP would pop for nobody).
  */
 export const CUT_BY_DEADLINE = Symbol('otel-deadline.cut-by-deadline');
 
@@ -66,25 +63,12 @@ export function sendCleanup(Command: new (name: string) => object, send: (comman
   }
 }
 
-/**
- * One command between sendCommand (or its queuing in a pipeline) and its
- * reply; the statement guard is also what stops it at the cutoff. The
- * command is the statement's `subject`.
- */
+/** One command (the statement's `subject`) from sendCommand, or its queuing in a pipeline, to its reply. */
 export class RedisCommandGuard extends DbStatement implements CutoffHandler {
-  /**
-   * A blocking command whose timeout now ends by the cutoff: the server
-   * answers it on its own, at most one event-loop turn late (docs/databases.md),
-   * and its reply may carry an element it has already removed (BLPOP), so the
-   * reply is awaited past the cutoff and delivered, never dropped.
-   */
+  /** A blocking command clamped to end by the cutoff: its reply may carry an element the server removed (BLPOP), so it is awaited and delivered. */
   deliversLateReply = false;
 
-  /**
-   * Set for a command queued in a pipeline (issue 35 §1): it is written when
-   * its batch is, the batch is never cut for it, and its caller is released
-   * at the cutoff in the way its kind of pipeline allows (see onCutoff).
-   */
+  /** A command queued in a pipeline: written with its batch, which is never cut for it; at the cutoff its caller is released. */
   batch: PipelineMember | undefined = undefined;
 
   /** Set for a MULTI or WATCH sent on its own: ends the state it may have opened on the server when the cutoff rejects it. */
@@ -107,14 +91,9 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
   }
 
   /**
-   * Tells the span processor the command is in flight on this span: the span
-   * then reads `completed` if it ends on the reply, however the reply and the
-   * span's end fall around the cutoff instant, and the guard writes nothing
-   * when the command completes. instrumentation-ioredis ends its span in its
-   * own `resolve` wrapper, on top of ours, before the guard settles; the
-   * guard's other outcomes are written before the span ends (a cutoff settles
-   * the guard and then rejects the command), and a written outcome wins.
-   * Observe mode writes no `completed`, so it marks nothing.
+   * instrumentation-ioredis ends its span in its own `resolve` wrapper, before
+   * the guard settles: the span processor then writes `completed` for a span
+   * that ends on its reply. Other outcomes are written before the span ends.
    */
   protected override spanAdopted(span: Span): void {
     if (!this.observe) this.spanEndsCompleted = markStatementInFlight(span);
@@ -133,9 +112,9 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
   }
 
   /**
-   * Settles the statement when ioredis resolves or rejects the command.
-   * Closures, not shared functions that find the guard through `this`:
-   * instrumentation-ioredis calls the functions it wrapped unbound.
+   * Settles the guard when ioredis resolves or rejects the command, in that
+   * call: the promise would settle it a microtask later, after a driver
+   * instrumentation's span has ended (docs/internals.md).
    */
   settleOnReply(): void {
     const { command } = this;
@@ -155,12 +134,9 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
 
   /**
    * Releases the caller of a command in a batch, never the batch: an
-   * auto-pipelined caller's own promise rejects now; the command of an
-   * explicit pipeline rejects (its place in the pipeline's results) once it
-   * has been written, since the pipeline counts its replies from its flush
-   * on. The command itself goes out with its batch and its reply is read
-   * and dropped: a write is `unknown`. No resend check: a batch is resent
-   * whole.
+   * auto-pipelined caller's promise rejects now; an explicit pipeline's command
+   * once written (the pipeline counts replies from its flush on). The command
+   * still goes out and its reply is dropped.
    */
   releaseFromBatch(batch: PipelineMember, error: Error): void {
     if (batch.releaseCaller === undefined && !batch.written) {
@@ -177,15 +153,13 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
 export interface PipelineMember {
   /** Every command queued in the same pipeline, in order: null for one with no deadline. */
   readonly members: (RedisCommandGuard | null)[];
-  /** The pipeline (its public `length`: how many commands it holds). */
   readonly pipeline: { readonly length?: unknown };
-  /** Auto-pipelining: rejects the promise the caller holds (the batch's own promise answers only when the whole batch has). */
+  /** Auto-pipelining: rejects the promise the caller holds. */
   releaseCaller: ((error: Error) => void) | undefined;
-  /** Whether the batch has been written (ioredis counts the pipeline's replies from there). */
   written: boolean;
-  /** Armed: watching the deadline. Auto-pipelined commands are armed when called, explicit pipelines' when exec'd. */
+  /** Auto-pipelined commands are armed when called, explicit pipelines' when written. */
   armed: boolean;
-  /** An explicit pipeline's command whose cutoff came before its batch was written: released right after the write. */
+  /** An explicit pipeline's command cut before its batch was written: released right after the write. */
   releaseWhenWritten: Error | undefined;
 }
 

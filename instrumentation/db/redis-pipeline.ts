@@ -1,20 +1,7 @@
 /**
- * ioredis pipelines, explicit (`pipeline()`, `multi()`) and automatic
- * (`enableAutoPipelining`), under deadlines (issue 35 §1).
- *
- * A pipeline is written in one go from `exec()`, and an auto-pipeline batch
- * from a `setImmediate` that runs in the async context of the first command
- * of the tick: the context at the write is nobody's in particular. So each
- * command is judged by the deadline active where ITS caller queued it
- * (Pipeline#sendCommand runs synchronously inside the caller's call, for
- * both kinds), and a batch is never refused, delayed or cut for one member:
- * the pipeline counts a reply for every command it holds, and a command
- * left out of its write would hold the whole batch back forever.
- *
- * Only public surface: the exported `Pipeline` class's `sendCommand`, the
- * client's command methods and its `options.enableAutoPipelining`, and the
- * `stream` argument ioredis passes to Redis#sendCommand for a pipeline's
- * write (`isPipeline`).
+ * ioredis pipelines (`pipeline()`, `multi()`) and auto-pipelining. A batch is written from `exec()` or a
+ * `setImmediate` in nobody's context in particular: each command is judged by the deadline where its caller queued it
+ * (Pipeline#sendCommand runs inside the caller's call), and a batch is never refused, delayed or cut for one member.
  */
 import { context, type Context } from '@opentelemetry/api';
 import { withoutDeadline } from '../../src/context';
@@ -46,11 +33,7 @@ const batchRefused = new WeakMap<object, boolean>();
 /** The command the current synchronous Pipeline#sendCommand queued under a deadline: how an auto-pipelined call finds its command. */
 let lastQueued: RedisCommandGuard | undefined;
 
-/**
- * The deadline and context of the auto-pipelined call now queuing its
- * command. The call runs in its context minus the deadline (see
- * makeAutoPipelinedCall), so Pipeline#sendCommand takes them from here.
- */
+/** The deadline and context of the auto-pipelined call now queuing its command (it runs without the deadline). */
 let queuingCaller: { deadline: Deadline; ctx: Context } | undefined;
 
 /** Whether ioredis is writing `stream` as a pipeline's batch (the second argument of Redis#sendCommand). */
@@ -75,12 +58,7 @@ function instrumentedElsewhere(client: ClientLike, owner: object): boolean {
   return isShimmerWrapper(unwrappedBy(current as AnyFunction, owner));
 }
 
-/**
- * Whether the batch `guard` is written in is refused as a whole: every
- * command in it has a deadline that refuses now (nothing in it belongs to
- * anyone else), so nothing is written. Decided once per write, at its first
- * command; otherwise every command goes out.
- */
+/** Whether the batch is refused whole (every member's deadline refuses now): decided once per write, at its first command. */
 export function refusesWholeBatch(stream: object, batch: PipelineMember, minUsefulMs: number): boolean {
   const known = batchRefused.get(stream);
   if (known !== undefined) return known;
@@ -92,11 +70,7 @@ export function refusesWholeBatch(stream: object, batch: PipelineMember, minUsef
   return whole;
 }
 
-/**
- * Pipeline#sendCommand: queues a command, in its caller's context. Records
- * the deadline there, if any, with a guard that is armed when the caller is
- * known to wait (auto-pipelining) or when the pipeline is written.
- */
+/** Pipeline#sendCommand: queues a command in its caller's context, with a guard if a deadline is active there. */
 export function makePipelineSendCommand(host: ClientHost, owner: object, isActive: () => boolean) {
   return (original: AnyFunction): AnyFunction =>
     function sendCommand(this: unknown, ...args: unknown[]): unknown {
@@ -142,14 +116,8 @@ function membersOf(pipeline: object): (RedisCommandGuard | null)[] {
 const NOT_COMMANDS = new Set(['constructor', 'getBuiltinCommands', 'createBuiltinCommand', 'defineCommand', 'sendCommand']);
 
 /**
- * Wraps every command method of the client (`get`, `getBuffer`, `call`, ...,
- * on ioredis's Commander prototype, which Redis, Cluster and Pipeline share)
- * for auto-pipelined calls only: an auto-pipelined caller holds a promise
- * that answers when its whole batch has, so at its cutoff that promise, not
- * the batch, is what is rejected. A call under a deadline that already
- * refuses is refused before anything is queued (nothing is sent). Any other
- * call (no auto-pipelining, a pipeline's own methods, a command ioredis
- * sends directly) passes straight through.
+ * Every command method of ioredis's Commander, for auto-pipelined calls only: their caller holds a promise that
+ * answers with the whole batch, so at its cutoff that promise is rejected, not the batch. Other calls pass through.
  */
 export function patchAutoPipelinedCalls(commanderProto: Exports, host: ClientHost, owner: object, isActive: () => boolean): MethodPatch[] {
   const patches: MethodPatch[] = [];
