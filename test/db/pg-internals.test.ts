@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { activeQueryOf, type PgClient, type PgQuery } from '../../instrumentation/db/pg-connection';
-import { pgConnections, usePgSuite } from './pg-fixture';
+import { PG_CONFIG, pgConnections, usePgSuite } from './pg-fixture';
 
 const suite = usePgSuite();
 const { client } = pgConnections(suite, `otel-deadline-internals-${randomUUID().slice(0, 8)}`);
@@ -59,5 +59,29 @@ describe('pg internals the pg guard relies on (instrumentation/db/pg-query.ts, p
     expect(c.getTransactionStatus()).toBe('E');
     await c.query('ROLLBACK');
     expect(c.getTransactionStatus()).toBe('I');
+  });
+
+  it('pg-pool keeps its waiters in _pendingQueue, and passes over one taken out of it (instrumentation/db/pg-pool.ts PENDING)', async () => {
+    const pool = new suite.pg.Pool({ ...PG_CONFIG, max: 1 });
+    const internal = pool as unknown as { _pendingQueue?: { timedOut?: boolean }[] };
+    const holder = await pool.connect();
+    let handed = false;
+    pool.connect((err, _client, release) => {
+      handed = err === undefined || err === null;
+      release?.();
+    });
+    expect(Array.isArray(internal._pendingQueue), 'pg-pool.ts PENDING: Pool#_pendingQueue is gone').toBe(true);
+    expect(internal._pendingQueue, 'pg-pool.ts PENDING: a waiting connect() is no longer queued in _pendingQueue').toHaveLength(1);
+    expect(pool.waitingCount).toBe(1);
+    // What PoolWait does at the cutoff: the waiter leaves the array, and pg-pool never hands it a connection.
+    const [waiter] = internal._pendingQueue!.splice(0, 1);
+    waiter!.timedOut = true;
+    expect(pool.waitingCount, 'pg-pool.ts PENDING: waitingCount no longer reads _pendingQueue').toBe(0);
+    holder.release();
+    const next = await pool.connect();
+    next.release();
+    expect(handed, 'pg-pool.ts PENDING: a waiter taken out of _pendingQueue was still handed a connection').toBe(false);
+    expect(pool.totalCount).toBe(1);
+    await pool.end();
   });
 });
