@@ -2,38 +2,24 @@ import type { DbCancel } from './attributes';
 import { isFunction } from './deliver';
 import type { CutoffHandler, DbStatement } from './statement';
 
-/**
- * How long a statement whose cancel was sent may take to end before the
- * caller gets its DeadlineExceededError anyway: a server answers a cancel
- * within milliseconds, this only bounds one that does not.
- */
+/** How long a statement whose cancel was sent may take to end before the caller gets its error anyway. */
 export const CANCEL_GRACE_MS = 1_000;
 
 /** How long the cancel path itself may take (a PostgreSQL cancel request, a `KILL QUERY`): a bound, not a wait. */
 export const CANCEL_BOUND_MS = 2_000;
 
-/**
- * What became of a cancel: `told`, the server acknowledged it; `not_told`,
- * nothing reached the server; `unsettled`, it was sent but not acknowledged
- * within CANCEL_BOUND_MS, so it may still land and stop whatever the
- * connection runs then.
- */
+/** `told`: acknowledged; `not_told`: nothing reached the server; `unsettled`: sent, not acknowledged in time, may still land. */
 export type CancelResult = 'told' | 'not_told' | 'unsettled';
 
 type Results = unknown[];
 
 /**
- * One SQL statement between the driver and its caller, and the cancel sent
- * for it at the cutoff (pg's cancel request, mysql2's `KILL QUERY`). A cancel
- * is aimed at the connection, not the statement: it stops whatever runs when
- * it lands. So the driver part holds the connection back (pg: a barrier in its
- * queue; mysql2: `pause()`) from the cutoff until the cancel has settled, and
- * ends it when the cancel does not settle within its bound.
- *
- * States: armed; at the cutoff, still queued (taken out, never sent) or in
- * flight (cancel pending); a result that comes while the cancel is pending is
- * held until the cancel settles or the grace runs out; the caller gets its
- * answer once (`delivered`), the connection goes on once the cancel settled.
+ * One SQL statement and the cancel sent for it at the cutoff (pg's cancel
+ * request, mysql2's `KILL QUERY`). A cancel stops whatever the connection runs
+ * when it lands, so the driver part holds the connection back (pg: a barrier
+ * in its queue; mysql2: `pause()`) until the cancel has settled, and ends it
+ * past the bound. A result that comes meanwhile is held until the cancel
+ * settles or the grace runs out; the caller is answered once.
  */
 export abstract class CancelMachine implements CutoffHandler {
   protected delivered = false;
@@ -78,29 +64,18 @@ export abstract class CancelMachine implements CutoffHandler {
   private onCancelSettled(result: CancelResult): void {
     if (this.cancel !== 'pending') return;
     this.cancel = result;
-    const held = this.takeHeld();
-    if (held !== undefined) held();
+    // A held result runs again harmlessly once delivered.
+    if (this.held !== undefined) this.held();
     // The server cannot be told, or did not answer: the caller gets its error now, the statement may run on.
     else if (result !== 'told') this.deliverEarly(result === 'not_told' ? 'not_told' : 'unconfirmed');
     this.afterCancel(result);
   }
 
-  /**
-   * The cancel took too long: a result that already came is returned (the
-   * statement finished, its span says so), otherwise the caller gets its
-   * error. The connection is still held until the cancel settles.
-   */
+  /** The grace ran out: a result that came is returned, else the caller gets its error; the connection stays held. */
   private onGrace(): void {
     this.graceOver = true;
-    const held = this.takeHeld();
-    if (held === undefined) this.deliverEarly(this.cancel === 'told' ? 'unconfirmed' : 'not_told');
-    else held();
-  }
-
-  private takeHeld(): (() => void) | undefined {
-    const held = this.held;
-    this.held = undefined;
-    return held;
+    if (this.held === undefined) this.deliverEarly(this.cancel === 'told' ? 'unconfirmed' : 'not_told');
+    else this.held();
   }
 
   /** The caller gets DeadlineExceededError before the driver's answer; that answer is dropped when it comes. */
@@ -144,10 +119,8 @@ export abstract class CancelMachine implements CutoffHandler {
   }
 
   /**
-   * Settles the statement the moment the driver reports its end, before the
-   * callbacks it was given run: a driver instrumentation below us wrapped
-   * ours and ends its span before calling it. `target[key]` is the callback
-   * the driver calls (pg `Query#callback`, mysql2 `command.onResult`).
+   * Settles the statement when the driver reports its end (`target[key]`: pg `Query#callback`, mysql2
+   * `command.onResult`), before a driver instrumentation below us ends its span and calls ours.
    */
   protected settleFirst(target: object | undefined, key: string): void {
     const record = target as Record<string, unknown> | undefined;

@@ -50,23 +50,19 @@ export class DriverSpanSlot {
   }
 
   /** Runs the driver's method (`method.apply(self, args)`) with `statement` as the one inner hooks report to. */
-  dispatch(statement: DbStatement, method: AnyFunction, self: unknown, args: unknown[]): unknown {
-    return this.runWith(statement, method, self, args);
-  }
-
-  /** Runs the driver's method for a call we leave untouched: a span an inner instrumentation announces meanwhile is dropped. */
-  passThrough(method: AnyFunction, self: unknown, args: unknown[]): unknown {
-    return this.runWith(PASSING_THROUGH, method, self, args);
-  }
-
-  private runWith(dispatching: DbStatement | typeof PASSING_THROUGH, method: AnyFunction, self: unknown, args: unknown[]): unknown {
+  dispatch(statement: DbStatement | typeof PASSING_THROUGH, method: AnyFunction, self: unknown, args: unknown[]): unknown {
     const previous = this.dispatching;
-    this.dispatching = dispatching;
+    this.dispatching = statement;
     try {
       return method.apply(self, args);
     } finally {
       this.dispatching = previous;
     }
+  }
+
+  /** Runs the driver's method for a call we leave untouched: a span an inner instrumentation announces meanwhile is dropped. */
+  passThrough(method: AnyFunction, self: unknown, args: unknown[]): unknown {
+    return this.dispatch(PASSING_THROUGH, method, self, args);
   }
 }
 

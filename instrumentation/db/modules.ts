@@ -33,8 +33,8 @@ const DRIVERS: readonly { name: DbDriver; versions: string[]; patch: Patcher; fi
     patch: patchMysql2,
     files: [
       { path: 'mysql2/lib/connection.js', patch: patchMysql2Connection },
-      { path: 'mysql2/lib/pool.js', patch: (Pool, host, _slot, owner, isActive) => patchMysql2Pool(Pool, host, owner, isActive) },
-      { path: 'mysql2/lib/pool_connection.js', patch: (PoolConnection, _host, _slot, owner, isActive) => patchMysql2PoolConnection(PoolConnection, owner, isActive) },
+      { path: 'mysql2/lib/pool.js', patch: patchMysql2Pool },
+      { path: 'mysql2/lib/pool_connection.js', patch: patchMysql2PoolConnection },
       // createConnection, as both the main module and `mysql2/promise` require it: the socket opens in the constructor.
       { path: 'mysql2/lib/create_connection.js', replace: makeOpensOutsideDeadline },
     ],

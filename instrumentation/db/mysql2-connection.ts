@@ -40,7 +40,7 @@ export function rollBack(connection: SessionConnection, done: (clean: boolean) =
  * PoolConnection#release (lib/pool_connection.js): a connection left in an unknown transaction state goes back to its
  * pool only once a ROLLBACK answered that no transaction is open; otherwise it is destroyed.
  */
-export function patchMysql2PoolConnection(PoolConnection: unknown, owner: object, isActive: () => boolean): MethodPatch[] {
+export function patchMysql2PoolConnection(PoolConnection: unknown, _host: unknown, _slot: unknown, owner: object, isActive: () => boolean): MethodPatch[] {
   const proto = (PoolConnection as { prototype?: Record<string, unknown> } | undefined)?.prototype;
   if (typeof PoolConnection !== 'function' || proto === undefined) return [];
   const patch = wrapMethod(definerOf(proto, 'release'), 'release', owner, isActive, (original: AnyFunction) =>

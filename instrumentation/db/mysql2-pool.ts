@@ -28,7 +28,7 @@ function given<C extends object>(callback: C): C {
 }
 
 /** Pool#getConnection of mysql2's Pool class (lib/pool.js; hooked as a file, like lib/connection.js). */
-export function patchMysql2Pool(Pool: unknown, host: ClientHost, owner: object, isActive: () => boolean): MethodPatch[] {
+export function patchMysql2Pool(Pool: unknown, host: ClientHost, _slot: unknown, owner: object, isActive: () => boolean): MethodPatch[] {
   const pool = (Pool as { prototype?: Exports } | undefined)?.prototype;
   if (typeof Pool !== 'function' || pool === undefined) return [];
   const patch = wrapMethod(definerOf(pool, 'getConnection'), 'getConnection', owner, isActive, makeGetConnectionWrapper(host));

@@ -1,8 +1,8 @@
 import { context, type Context, type Span } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
-import { budgetLeft, mayStart, refusalAt } from '../call/budget';
+import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
-import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
+import { isOwnWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
 import { deliver, isFunction, type NodeCallback } from './deliver';
 import { dbSpanShape, driverInstrumented, type DriverSpanSlot } from './driver-span';
@@ -30,8 +30,8 @@ export function patchMysql2(moduleExports: Exports, host: ClientHost, slot: Driv
   const exports = (moduleExports.Connection === undefined && typeof moduleExports.default === 'object' ? moduleExports.default : moduleExports) as Exports;
   return [
     ...patchMysql2Connection(exports.Connection, host, slot, owner, isActive),
-    ...patchMysql2Pool(exports.Pool, host, owner, isActive),
-    ...patchMysql2PoolConnection(exports.PoolConnection, owner, isActive),
+    ...patchMysql2Pool(exports.Pool, host, slot, owner, isActive),
+    ...patchMysql2PoolConnection(exports.PoolConnection, host, slot, owner, isActive),
   ];
 }
 
@@ -50,8 +50,6 @@ export function patchMysql2Connection(Connection: unknown, host: ClientHost, slo
 
 function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, killer: MysqlKiller, method: string) {
   return (original: AnyFunction): AnyFunction => {
-    // An instrumentation-mysql2 registered before us wraps the method below ours: fixed for this wrapper's life.
-    const instrumentedBelow = isShimmerWrapper(original);
     return function statement(this: unknown, ...args: unknown[]): unknown {
       // instrumentation-mysql2 has no requestHook: its span reaches the slot as it starts under a deadline.
       const outerSpan = slot.take(undefined);
@@ -65,25 +63,14 @@ function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: obj
         // Clean-up (ROLLBACK, rollback(), UNLOCK TABLES, ...) is never refused, delayed or cut.
         if (role !== 'cleanup') return guarded(host, slot, owner, killer, original, this as MysqlConnection, args, deadline, ctx, outerSpan, method, role, verb);
       }
-      return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
+      return slot.passThrough(original, this, args);
     };
   };
 }
 
 function guarded(
-  host: ClientHost,
-  slot: DriverSpanSlot,
-  owner: object,
-  killer: MysqlKiller,
-  original: AnyFunction,
-  connection: MysqlConnection,
-  args: unknown[],
-  deadline: Deadline,
-  ctx: Context,
-  outerSpan: Span | undefined,
-  method: string,
-  role: SqlRole,
-  sqlVerb: string | undefined,
+  host: ClientHost, slot: DriverSpanSlot, owner: object, killer: MysqlKiller, original: AnyFunction, connection: MysqlConnection,
+  args: unknown[], deadline: Deadline, ctx: Context, outerSpan: Span | undefined, method: string, role: SqlRole, sqlVerb: string | undefined,
 ): unknown {
   const first = args[0] as string | MysqlCommand;
   const command = typeof first === 'object' && isFunction(first.onResult) ? first : undefined;
@@ -94,14 +81,11 @@ function guarded(
   const statement = new DbStatement(deadline, observe, OPERATION, several ? true : undefined, sql);
   if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
   const current = (connection as unknown as Record<string, unknown>)[method];
-  // The one clock read before sending: refusal and arming both go by it.
-  const left = budgetLeft(deadline);
-  const minUsefulMs = host.settings.minUsefulMs;
-  const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, OPERATION, minUsefulMs);
+  const refusal = refusalFor(deadline, OPERATION, host.settings.minUsefulMs);
   if (outerSpan === undefined && (!driverInstrumented(original, current, owner) || (refusal !== undefined && isOwnWrapper(current, owner)))) {
     statement.startOwnSpan(host.tracer, ctx, mysqlSpanShape(connection, sqlVerb));
   }
-  // Find the caller's callback: (sql, cb), (sql, values, cb), or a command object carrying it (Pool#query).
+  // (sql, cb), (sql, values, cb), or a command object carrying it (Pool#query).
   const index = isFunction(args[2]) ? 2 : isFunction(args[1]) ? 1 : -1;
   const given = (index >= 0 ? args[index] : command?.onResult) as NodeCallback | undefined;
   // mysql2 calls back from its socket's events: the caller's callback, and any statement it makes, run in the caller's context.
@@ -111,8 +95,7 @@ function guarded(
     if (callback === undefined) return original.apply(connection, args); // event-emitter use: not covered, documented
     const refuse = () => {
       deliver(callback, refusal);
-      // Pool#query's command: its pool connection is released on 'end'. It never
-      // reaches the driver (nor an instrumentation-mysql2 below us, whose span would never end).
+      // Pool#query's command, which never reaches the driver: its pool connection is released on 'end'.
       command?.emit?.('end');
     };
     if (role === 'commit') {

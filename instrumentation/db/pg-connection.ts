@@ -2,11 +2,7 @@ import { connect, type Socket } from 'node:net';
 import { DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
 import { CANCEL_BOUND_MS, type CancelResult } from './cancel-machine';
 
-/**
- * The parts of pg 8.x this instrumentation reads. Typed here rather than
- * imported: pg is not a dependency, and some of these fields are pg's own
- * internals (docs/internals.md), checked by test/db/pg-internals.test.ts.
- */
+/** The parts of pg 8.x read here; the private ones are in docs/internals.md, checked by test/db/pg-internals.test.ts. */
 export type PgCallback = (err: unknown, result?: unknown) => void;
 
 export interface PgQuery {
@@ -52,12 +48,7 @@ export function activeQueryOf(client: PgClient): PgQuery | null | undefined {
   return '_activeQuery' in client ? client._activeQuery : (client as { activeQuery?: PgQuery | null }).activeQuery;
 }
 
-/**
- * What our guards leave on one pg connection, which outlives the statement:
- * cuts whose statement or cancel request has not settled, and whether a
- * statement of the current checkout was refused or cut (its transaction may
- * be left open, or aborted).
- */
+/** What our guards leave on a pg connection: unsettled cuts, and whether this checkout had a statement refused or cut. */
 export class PgSession {
   private unsettled = 0;
   private waiters: (() => void)[] = [];
@@ -115,12 +106,10 @@ export function sessionOf(client: PgClient): PgSession {
 }
 
 /**
- * A Submittable placed first in pg's queue when a statement pg runs is cut:
- * pg submits it once that statement has ended. While the cancel has not
- * settled it sends nothing; then a Sync, whose ReadyForQuery ends the cut and
- * lets pg go on to what queued meanwhile. A settled cancel has signalled the
- * backend, and a backend drops a cancel that finds it idle, so nothing sent
- * after that can be hit by it.
+ * A Submittable put first in pg's queue when a running statement is cut; pg
+ * submits it once that statement has ended. It sends a Sync only once the
+ * cancel has settled (the backend then drops a cancel that finds it idle), and
+ * its ReadyForQuery lets pg go on to what queued meanwhile.
  */
 export class CancelBarrier implements PgQuery {
   private connection: { sync?: () => void } | undefined = undefined;
@@ -169,10 +158,8 @@ export function destroyPgConnection(client: PgClient): void {
 }
 
 /**
- * Sends the protocol's CancelRequest for `client`'s backend on a new
- * connection, as libpq's PQcancel and pg's own cancel do, and waits for the
- * server to close it: PostgreSQL closes it once it has signalled the backend.
- * Never throws; the socket never outlives it.
+ * Sends the protocol's CancelRequest for `client`'s backend on a new connection, as libpq's PQcancel does, and
+ * waits for the server to close it, which it does once it has signalled the backend. Never throws.
  */
 export function sendPgCancel(client: PgClient, done: (result: CancelResult) => void): void {
   const { processID, secretKey } = client;

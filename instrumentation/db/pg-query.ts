@@ -1,8 +1,8 @@
 import { context, type Context, type Span } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
-import { budgetLeft, mayStart, refusalAt } from '../call/budget';
+import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
-import { isOwnWrapper, isShimmerWrapper } from '../wrap';
+import { isOwnWrapper } from '../wrap';
 import { statementDeadline } from './begin';
 import { CancelMachine, type CancelResult } from './cancel-machine';
 import { callbackOrPromise, deliver, isFunction } from './deliver';
@@ -44,8 +44,6 @@ function failSubmittable(query: PgQuery, error: Error, connection: unknown): voi
 /** Client#query under an active deadline: refused, or sent and guarded until its result is delivered. */
 export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object) {
   return (original: AnyFunction): AnyFunction => {
-    // An instrumentation-pg registered before us wraps the method below ours: fixed for this wrapper's life.
-    const instrumentedBelow = isShimmerWrapper(original);
     return function query(this: unknown, ...args: unknown[]): unknown {
       // An instrumentation-pg on top of us announced its span for this query through its requestHook a moment ago.
       const outerSpan = slot.take(queryTextOf(args[0]));
@@ -54,7 +52,7 @@ export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner
       const role = deadline === undefined || args[0] === null || args[0] === undefined ? undefined : sqlRole(queryTextOf(args[0]), 'postgres');
       // A statement that ends a transaction without committing or puts session state back is never refused or cut.
       if (role === undefined || role === 'cleanup') {
-        return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
+        return slot.passThrough(original, this, args);
       }
       return guardedQuery(host, slot, owner, original, this as PgClient, args, deadline!, ctx, outerSpan, role === 'commit');
     };
@@ -96,16 +94,8 @@ function rollBackFirst(slot: DriverSpanSlot, original: AnyFunction, client: PgCl
 }
 
 function guardedQuery(
-  host: ClientHost,
-  slot: DriverSpanSlot,
-  owner: object,
-  original: AnyFunction,
-  client: PgClient,
-  args: unknown[],
-  deadline: Deadline,
-  ctx: Context,
-  outerSpan: Span | undefined,
-  commits: boolean,
+  host: ClientHost, slot: DriverSpanSlot, owner: object, original: AnyFunction, client: PgClient,
+  args: unknown[], deadline: Deadline, ctx: Context, outerSpan: Span | undefined, commits: boolean,
 ): unknown {
   const config = args[0] as PgQuery | string;
   const submittable = typeof config === 'object' && isFunction(config.submit) ? config : undefined;
@@ -113,9 +103,7 @@ function guardedQuery(
   const observe = host.settings.mode === 'observe';
   const statement = new PgStatement(deadline, observe, PG_OPERATION, undefined, text);
   if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
-  const left = budgetLeft(deadline);
-  const minUsefulMs = host.settings.minUsefulMs;
-  const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, PG_OPERATION, minUsefulMs);
+  const refusal = refusalFor(deadline, PG_OPERATION, host.settings.minUsefulMs);
   // A refused query never reaches an instrumentation below us; one above us shows its span through the hook.
   if (outerSpan === undefined && (!driverInstrumented(original, client.query, owner) || (refusal !== undefined && isOwnWrapper(client.query, owner)))) {
     statement.startOwnSpan(host.tracer, ctx, pgSpanShape(client, sqlCommand(text)));

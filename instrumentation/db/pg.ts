@@ -10,17 +10,10 @@ type Exports = Record<string, unknown>;
 /** The patches for one loaded `pg` (its CommonJS exports, or the ESM namespace whose classes are the same). */
 export function patchPg(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const exports = (moduleExports.Client === undefined && typeof moduleExports.default === 'object' ? moduleExports.default : moduleExports) as Exports;
-  const patches = patchPgClient(exports.Client, host, slot, owner, isActive);
   const pool = (exports.Pool as { prototype?: Exports } | undefined)?.prototype;
-  if (pool !== undefined) {
-    for (const patch of [
-      wrapMethod(pool, 'connect', owner, isActive, makePgPoolConnectWrapper(host)),
-      wrapMethod(pool, 'query', owner, isActive, makePgPoolQueryWrapper),
-    ]) {
-      if (patch !== undefined) patches.push(patch);
-    }
-  }
-  return patches;
+  const poolPatches =
+    pool === undefined ? [] : [wrapMethod(pool, 'connect', owner, isActive, makePgPoolConnectWrapper(host)), wrapMethod(pool, 'query', owner, isActive, makePgPoolQueryWrapper)];
+  return [...patchPgClient(exports.Client, host, slot, owner, isActive), ...poolPatches.filter((patch) => patch !== undefined)];
 }
 
 /** Client#query, and Client#connect: a connection opened under a deadline must not carry it (connection-context.ts). */

@@ -6,7 +6,7 @@
 import { context, type Context } from '@opentelemetry/api';
 import { withoutDeadline } from '../../src/context';
 import type { Deadline } from '../../src/deadline';
-import { budgetLeft, mayStart, refusalAt } from '../call/budget';
+import { budgetLeft, mayStart, refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, unwrappedBy, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
@@ -90,18 +90,14 @@ export function makePipelineSendCommand(host: ClientHost, owner: object, isActiv
       guard.batch = { members, pipeline, releaseCaller: undefined, written: false, armed: false, releaseWhenWritten: undefined };
       members.push(guard);
       queued.set(command, guard);
-      startOwnSpan(guard, pipeline.redis ?? {}, ctx, host, owner);
+      // Parented where its caller queued it, unless instrumentation-ioredis makes a span when it is written.
+      if (!instrumentedElsewhere(pipeline.redis ?? {}, owner)) guard.startOwnSpan(host.tracer, ctx, ownSpanShape(pipeline.redis ?? {}, guard.name));
       // A blocking command (BLPOP in a batch) is never released before its reply: that reply may carry an element.
       guard.deliversLateReply = !guard.observe && commandKind(command.name).blocking && blockingTimeoutIndex(guard.name, command.args) >= 0;
       guard.settleOnReply();
       lastQueued = guard;
       return original.apply(this, args);
     };
-}
-
-/** Our span for a queued command, parented where its caller queued it, unless instrumentation-ioredis makes one when it is written. */
-function startOwnSpan(guard: RedisCommandGuard, client: ClientLike, ctx: Context, host: ClientHost, owner: object): void {
-  if (!instrumentedElsewhere(client, owner)) guard.startOwnSpan(host.tracer, ctx, ownSpanShape(client, guard.name));
 }
 
 const BATCH_MEMBERS = new WeakMap<object, (RedisCommandGuard | null)[]>();
@@ -140,14 +136,12 @@ function makeAutoPipelinedCall(original: AnyFunction, method: string, host: Clie
     if (deadline === undefined) return original.apply(this, args);
     const callback = typeof args[args.length - 1] === 'function' ? (args.pop() as (err: unknown, value?: unknown) => void) : undefined;
     const observe = host.settings.mode === 'observe';
-    const left = budgetLeft(deadline);
-    const minUsefulMs = host.settings.minUsefulMs;
-    if (!observe && !mayStart(left, minUsefulMs)) {
-      // Nothing is queued, so nothing is sent: a refusal like any other, on a span of ours (no other instrumentation sees this call).
-      const name = method === 'call' || method === 'callBuffer' ? String(args[0]) : method.replace(/Buffer$/, '');
+    const name = method === 'call' || method === 'callBuffer' ? String(args[0]) : method.replace(/Buffer$/, '');
+    const refusal = observe ? undefined : refusalFor(deadline, `redis.${name.toLowerCase()}`, host.settings.minUsefulMs);
+    if (refusal !== undefined) {
+      // Nothing is queued, so nothing is sent: a refusal on a span of ours (no other instrumentation sees this call).
       const guard = new RedisCommandGuard(deadline, false, 'redis', undefined, { name, args });
       guard.startOwnSpan(host.tracer, ctx, ownSpanShape(client, guard.name));
-      const refusal = refusalAt(deadline, left, guard.operation, minUsefulMs)!;
       guard.refuse(refusal);
       return withCallback(Promise.reject(refusal), callback);
     }
@@ -156,9 +150,8 @@ function makeAutoPipelinedCall(original: AnyFunction, method: string, host: Clie
     let result: unknown;
     let guard: RedisCommandGuard | undefined;
     try {
-      // Without the deadline: the batch's setImmediate, scheduled by the first call of the tick, keeps the
-      // context it was scheduled in, and the whole batch (its write, instrumentation-ioredis's spans for
-      // every command in it, what the span processor stamps on them) would run under this caller's deadline.
+      // Without the deadline: the batch's setImmediate keeps the context it was scheduled in, and the whole
+      // batch (its write, the spans of every command in it) would run under this caller's deadline.
       queuingCaller = { deadline, ctx };
       result = context.with(withoutDeadline(ctx), () => original.apply(this, args));
     } finally {
