@@ -6,11 +6,7 @@ import type { ClientHost } from '../call/host';
 
 export type DbDriver = 'pg' | 'mysql2' | 'ioredis';
 
-/**
- * The deadline a driver call made in `ctx` must respect, or undefined when
- * the call is to be left untouched: no deadline (one context read, nothing
- * else), the driver switched off, or tracing suppressed (exporter traffic).
- */
+/** The deadline a driver call made in `ctx` must respect; undefined (left untouched) with none, the driver switched off, or tracing suppressed. */
 export function statementDeadline(host: ClientHost, driver: DbDriver, ctx: Context): Deadline | undefined {
   const deadline = deadlineIn(ctx);
   if (deadline === undefined || !host.settings[driver] || tracingSuppressed(ctx)) return undefined;

@@ -1,6 +1,6 @@
 import type { Span } from '@opentelemetry/api';
 import { isOwnWrapper, isShimmerWrapper } from '../wrap';
-import type { DbStatement } from './statement';
+import type { DbStatement, SpanShape } from './statement';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
@@ -8,17 +8,10 @@ type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 const PASSING_THROUGH = Symbol('otel-deadline.passing-through');
 
 /**
- * Hands the span of a driver instrumentation (instrumentation-pg, -ioredis)
- * to the statement it covers, through that instrumentation's `requestHook`,
- * whatever the registration order:
- * - registered after us, it wraps on top and calls the hook just before it
- *   calls our wrapper: the span waits in `pending` for that call, known by a
- *   key both see (ioredis: the command's argument array; pg: the query text);
- * - registered before us, its wrapper runs inside ours and calls the hook
- *   while our statement is `dispatching`, or while the call passes through.
- * Both are synchronous steps of one driver call, so one slot per driver is
- * enough. The hook reads no context: our wrapper's own read decides whether
- * the call is guarded, so a call with no deadline costs that one read.
+ * Hands a driver instrumentation's span (instrumentation-pg, -ioredis) to the statement it covers, through its
+ * `requestHook`, in either registration order: on top of us it calls the hook just before our wrapper (the span waits
+ * in `pending`, keyed by the command's argument array or the query text); below us it calls the hook while our
+ * statement is `dispatching`. Both happen within one synchronous driver call, so one slot per driver is enough.
  */
 export class DriverSpanSlot {
   private dispatching: DbStatement | typeof PASSING_THROUGH | undefined = undefined;
@@ -42,12 +35,9 @@ export class DriverSpanSlot {
   };
 
   /**
-   * The span an outer instrumentation announced for the call now entering our
-   * wrapper, if its key is `key`: the same array, the same string, or one
-   * that starts with it (instrumentation-pg's sqlcommenter option appends a
-   * comment to the text after the hook). A span announced for another call
-   * stays: instrumentation-pg sends its own `SET application_name` through
-   * us between its hook and the statement the span is for.
+   * The span an outer instrumentation announced for the call now entering our wrapper, if its key is `key` or a prefix
+   * of it (instrumentation-pg's sqlcommenter appends to the text). A span announced for another call stays: instrumentation-pg
+   * sends its own `SET application_name` through us between its hook and its statement.
    */
   take(key: unknown): Span | undefined {
     const span = this.pending;
@@ -60,35 +50,33 @@ export class DriverSpanSlot {
   }
 
   /** Runs the driver's method (`method.apply(self, args)`) with `statement` as the one inner hooks report to. */
-  dispatch(statement: DbStatement, method: AnyFunction, self: unknown, args: unknown[]): unknown {
-    return this.runWith(statement, method, self, args);
-  }
-
-  /**
-   * Runs the driver's method for a call we leave untouched, when a driver
-   * instrumentation below us may call its hook from inside: that span is
-   * dropped, not left to be taken by the next guarded call.
-   */
-  passThrough(method: AnyFunction, self: unknown, args: unknown[]): unknown {
-    return this.runWith(PASSING_THROUGH, method, self, args);
-  }
-
-  private runWith(dispatching: DbStatement | typeof PASSING_THROUGH, method: AnyFunction, self: unknown, args: unknown[]): unknown {
+  dispatch(statement: DbStatement | typeof PASSING_THROUGH, method: AnyFunction, self: unknown, args: unknown[]): unknown {
     const previous = this.dispatching;
-    this.dispatching = dispatching;
+    this.dispatching = statement;
     try {
       return method.apply(self, args);
     } finally {
       this.dispatching = previous;
     }
   }
+
+  /** Runs the driver's method for a call we leave untouched: a span an inner instrumentation announces meanwhile is dropped. */
+  passThrough(method: AnyFunction, self: unknown, args: unknown[]): unknown {
+    return this.dispatch(PASSING_THROUGH, method, self, args);
+  }
 }
 
-/**
- * True when another instrumentation wraps this driver method, below us
- * (`original` is a shimmer wrapper) or on top of us (the method found on the
- * object is not our wrapper): it makes the span, we must not make a second.
- */
+/** True when another instrumentation wraps this driver method, below us or on top of us: it makes the span, not us. */
 export function driverInstrumented(original: unknown, current: unknown, owner: object): boolean {
   return isShimmerWrapper(original) || !isOwnWrapper(current, owner);
+}
+
+/** The span name and attributes the OTel driver instrumentations give a statement; never its text. */
+export function dbSpanShape(name: string, system: string, operation: string | undefined, database: unknown, host: unknown, port: unknown): SpanShape {
+  const attributes: Record<string, string | number> = { 'db.system.name': system };
+  if (typeof database === 'string') attributes['db.namespace'] = database;
+  if (typeof host === 'string') attributes['server.address'] = host;
+  if (typeof port === 'number') attributes['server.port'] = port;
+  if (operation !== undefined) attributes['db.operation.name'] = operation;
+  return { name, attributes };
 }

@@ -1,28 +1,21 @@
-import type { Span } from '@opentelemetry/api';
-import { context as contextApi } from '@opentelemetry/api';
-import { spanStartLook } from '../../src/processor/statement-in-flight';
-import { budgetLeft, mayStart, refusalAt } from '../call/budget';
+import { context, type Span } from '@opentelemetry/api';
+import { budgetLeft, refusalAt, refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
 import { makeOpensOutsideDeadline } from './connection-context';
 import type { DriverSpanSlot } from './driver-span';
-import { clampBlockingTimeout, mayBeBlocking } from './redis-blocking';
-import { commandKind, CUT_BY_DEADLINE, RedisCommandGuard, type RedisCommand } from './redis-command-guard';
+import { clampBlockingTimeout } from './redis-blocking';
+import { cleanupAfterCut, commandKind, CUT_BY_DEADLINE, DISCARD_AND_UNWATCH, RedisCommandGuard, sendCleanup, type RedisCommand } from './redis-command-guard';
 import { isPipelineWrite, makePipelineSendCommand, ownSpanShape, patchAutoPipelinedCalls, queuedGuard, refusesWholeBatch } from './redis-pipeline';
-import { cleanupAfterCut, discardInsteadOfExec, sendCleanup } from './redis-session';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Exports = Record<string, unknown>;
 
 /**
- * Redis#sendCommand under an active deadline (every command of ioredis 5 and
- * 6 goes through it, `multi`'s commands and pipelines' writes included).
- * Redis cannot cancel a command: one in flight at the cutoff rejects with
- * DeadlineExceededError and its reply is dropped when it comes, and blocking
- * commands get their timeout clamped to the time left so the server itself
- * gives up by the cutoff. Commands queued in a pipeline are judged by their
- * caller's deadline (redis-pipeline.ts).
+ * Redis#sendCommand under an active deadline (every ioredis 5/6 command goes through it). Redis cannot cancel a
+ * command: one in flight at the cutoff rejects and its reply is dropped; blocking commands get their timeout clamped
+ * so the server answers by the cutoff. Pipelines: redis-pipeline.ts.
  */
 export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const Redis = (typeof moduleExports.default === 'function' ? moduleExports.default : moduleExports) as { prototype?: Exports };
@@ -42,31 +35,24 @@ export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: Dri
 
 function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean) {
   return (original: AnyFunction): AnyFunction => {
-    // An instrumentation-ioredis registered before us wraps the method below
-    // ours: fixed for this wrapper's life, since `original` is.
+    // An instrumentation-ioredis registered before us wraps the method below ours.
     const instrumentedBelow = isShimmerWrapper(original);
 
-    /** Sends a clean-up command on `client` below our guard (never refused), through an instrumentation below us if any. */
-    const sendBelow =
-      (client: unknown) =>
-      (cleanup: object): unknown =>
-        instrumentedBelow ? slot.passThrough(original, client, [cleanup]) : original.call(client, cleanup);
+    /** Sends clean-up commands (DISCARD, UNWATCH) on `client` below our guard. */
+    const cleanUp = (client: unknown, command: RedisCommand, names: readonly string[]) =>
+      sendCleanup(command.constructor as new (name: string) => object, (cleanup) => slot.passThrough(original, client, [cleanup]), names);
 
-    /**
-     * One command of a pipeline's write. Never refused for itself, never left
-     * out (the batch would never be written), never judged by the context of
-     * the write: by the deadline of the caller that queued it, if any.
-     */
+    /** One command of a pipeline's write: never refused or left out for itself, judged by the deadline of the caller that queued it. */
     function writeQueued(client: unknown, args: unknown[], stream: object, outerSpan: Span | undefined): unknown {
       const guard = queuedGuard(args[0]);
       const batch = guard?.batch;
-      if (guard === undefined || batch === undefined) return instrumentedBelow ? slot.passThrough(original, client, args) : original.apply(client, args);
+      if (guard === undefined || batch === undefined) return slot.passThrough(original, client, args);
       if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
       const command = args[0] as RedisCommand;
       const minUsefulMs = host.settings.minUsefulMs;
       if (refusesWholeBatch(stream, batch, minUsefulMs)) {
-        // Every command of the batch is refused, so nothing of it is written: rejecting each one answers the pipeline.
-        const refusal = refusalAt(guard.deadline, budgetLeft(guard.deadline), guard.operation, minUsefulMs) ?? guard.errorFor();
+        // Nothing of the batch is written: rejecting each command answers the pipeline.
+        const refusal = refusalFor(guard.deadline, guard.operation, minUsefulMs) ?? guard.errorFor();
         if (!guard.settled) guard.refuse(refusal);
         process.nextTick(() => command.reject(refusal));
         return command.promise;
@@ -76,7 +62,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         if (guard.deliversLateReply) {
           // Clamped to what is left (1 ms when nothing is), and its reply delivered: it may carry an element.
           clampBlockingTimeout(guard.name, command.args, left);
-        } else if (!mayStart(left, minUsefulMs)) {
+        } else {
           // Its caller is released once it is written; the others' batch goes as it is.
           batch.releaseWhenWritten ??= refusalAt(guard.deadline, left, guard.operation, minUsefulMs);
           guard.reason ??= batch.releaseWhenWritten;
@@ -86,7 +72,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         batch.armed = true;
         guard.arm(guard);
       }
-      const sent = instrumentedBelow ? slot.dispatch(guard, original, client, args) : original.apply(client, args);
+      const sent = slot.dispatch(guard, original, client, args);
       batch.written = true;
       const release = batch.releaseWhenWritten;
       if (release !== undefined) process.nextTick(() => guard.releaseFromBatch(batch, release));
@@ -94,80 +80,57 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
     }
 
     return function sendCommand(this: unknown, ...args: unknown[]): unknown {
-      // Disabled: every call passes straight through (wrapMethod's checksActive).
       if (!isActive()) return original.apply(this, args);
       const command = args[0] as RedisCommand | undefined;
-      // An instrumentation-ioredis on top of us announced its span for this command through its requestHook a moment ago.
+      // An instrumentation-ioredis on top of us announced its span for this command through its requestHook.
       const outerSpan = slot.take(command?.args);
       if (isPipelineWrite(args[1])) return writeQueued(this, args, args[1], outerSpan);
       const cut = command?.[CUT_BY_DEADLINE];
       if (cut !== undefined) {
-        // Sent again after a reconnect: the caller was told at the cutoff; nothing goes out now. A wrapper
-        // on top of ours (instrumentation-ioredis) started a span for this send and ends it through reject.
+        // Resent after a reconnect: the caller was told at the cutoff; nothing goes out now.
         process.nextTick(() => command!.reject(cut));
         return command!.promise;
       }
       const settings = host.settings;
-      // A DeadlineSpanProcessor looked at the deadline as the outer span started, in this same
-      // synchronous step and context: that look is ours (see spanStartLook). Otherwise we look.
-      const look = outerSpan === undefined ? undefined : spanStartLook(outerSpan);
-      const seen = look?.deadline;
-      const ctx = seen === undefined ? contextApi.active() : undefined;
-      const deadline = ctx === undefined ? (settings.ioredis ? seen : undefined) : statementDeadline(host, 'ioredis', ctx);
+      const ctx = context.active();
+      const deadline = statementDeadline(host, 'ioredis', ctx);
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function' || commandKind(command.name).cleanup) {
-        return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
+        return slot.passThrough(original, this, args);
       }
       const observe = settings.mode === 'observe';
       const guard = new RedisCommandGuard(deadline, observe, 'redis', undefined, command);
       if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
-      // The one clock read (the processor's, when it found budget left): refusal, the blocking timeout
-      // and arming all go by it. Expired or aborted at that look, budgetLeft records the abort.
-      const seenLeft = ctx === undefined ? look!.startBudgetLeftMs : undefined;
-      const left = seenLeft !== undefined && seenLeft > 0 ? seenLeft : budgetLeft(deadline);
-      const minUsefulMs = settings.minUsefulMs;
-      const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, guard.operation, minUsefulMs);
-      // Our own span when no other instrumentation makes one for this call: none below us (or the command is
-      // refused and never reaches it), and none on top of us, where the method found on the client is ours.
-      // That lookup goes up ioredis's prototype chain, so it is made last, only when it decides.
+      // One clock read: refusal, the blocking timeout and arming all go by it.
+      const left = budgetLeft(deadline);
+      const refusal = refusalAt(deadline, left, guard.operation, settings.minUsefulMs);
+      // Our own span unless another instrumentation makes one: below us (if the command reaches it), or on top.
       if (outerSpan === undefined && (!instrumentedBelow || refusal !== undefined) && isOwnWrapper((this as Exports).sendCommand, owner)) {
-        // No outer span, so no look but ours: ctx is the context read above.
-        guard.startOwnSpan(host.tracer, ctx!, ownSpanShape(this as Exports, guard.name));
+        guard.startOwnSpan(host.tracer, ctx, ownSpanShape(this as Exports, guard.name));
       }
       if (refusal !== undefined) {
         if (!observe) {
           guard.refuse(refusal);
           if (guard.name === 'exec') {
-            // A MULTI sent earlier would stay open on the shared connection, and every later command of every
-            // request would answer QUEUED and be committed by the next EXEC: clean up before the caller hears.
-            discardInsteadOfExec(command.constructor as new (name: string) => object, sendBelow(this));
+            // A MULTI left open would make every later command on the connection answer QUEUED.
+            cleanUp(this, command, DISCARD_AND_UNWATCH);
           }
-          // On the next tick: an instrumentation-ioredis wrapped on top of us patches
-          // `command.reject` once we return, and ends its span only through it.
+          // On the next tick: an instrumentation-ioredis on top of us wraps `command.reject` once we return.
           process.nextTick(() => command.reject(refusal));
           return command.promise;
         }
         guard.markWouldReject();
       }
-      if (!observe && mayBeBlocking(command.name) && commandKind(command.name).blocking) {
+      if (!observe && commandKind(command.name).blocking) {
         guard.deliversLateReply = clampBlockingTimeout(guard.name, command.args, left);
       }
       const cleanup = cleanupAfterCut(guard.name);
-      if (cleanup !== undefined) {
-        // A MULTI or WATCH the cutoff rejects in flight may still open its state on the server: end it there too.
-        const send = sendBelow(this);
-        guard.afterCut = () => sendCleanup(command.constructor as new (name: string) => object, send, cleanup);
-      }
+      // A MULTI or WATCH the cutoff rejects in flight may still open its state on the server: end it there too.
+      if (cleanup !== undefined) guard.afterCut = () => cleanUp(this, command, cleanup);
       guard.arm(guard);
-      // Before the send: ioredis rejects some commands inside sendCommand (a
-      // closed connection, subscriber mode, no offline queue), and only a
-      // wrapper already in place sees that, or the guard would hold the
-      // deadline armed until its cutoff. An instrumentation-ioredis, below or on
-      // top of us, puts its own wrappers on top of these.
+      // Before the send: ioredis rejects some commands inside sendCommand (a closed connection, subscriber
+      // mode, no offline queue); an instrumentation-ioredis puts its own wrappers on top of these.
       guard.settleOnReply();
-      // Only an instrumentation below us calls its requestHook (with its span)
-      // from inside this call; on top of us it has called it already, and the
-      // span is in `outerSpan`.
-      return instrumentedBelow ? slot.dispatch(guard, original, this, args) : original.apply(this, args);
+      return slot.dispatch(guard, original, this, args);
     };
   };
 }

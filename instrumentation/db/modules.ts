@@ -7,7 +7,7 @@ import type { DbDriver } from './begin';
 import { patchIoredis } from './ioredis';
 import { patchMysql2, patchMysql2Connection } from './mysql2';
 import { patchMysql2Pool } from './mysql2-pool';
-import { patchMysql2PoolConnection } from './mysql2-session';
+import { patchMysql2PoolConnection } from './mysql2-connection';
 import { patchPg, patchPgClientFile } from './pg';
 
 type Exports = Record<string, unknown>;
@@ -22,10 +22,8 @@ interface DriverFile {
 }
 
 /**
- * The database drivers, the versions covered and the module names the ESM
- * loader hook must include. Some files inside a driver are hooked too, at
- * the moment the OTel driver instrumentations patch them (see pg.ts), and
- * because `mysql2/promise` loads mysql2's classes without its main module.
+ * The drivers, their versions, and files inside them hooked too: where the OTel driver instrumentations patch (pg.ts),
+ * and because `mysql2/promise` loads mysql2's classes without its main module (docs/internals.md).
  */
 const DRIVERS: readonly { name: DbDriver; versions: string[]; patch: Patcher; files?: DriverFile[] }[] = [
   { name: 'pg', versions: ['>=8.0.0 <9'], patch: patchPg, files: [{ path: 'pg/lib/client.js', patch: patchPgClientFile }] },
@@ -35,8 +33,8 @@ const DRIVERS: readonly { name: DbDriver; versions: string[]; patch: Patcher; fi
     patch: patchMysql2,
     files: [
       { path: 'mysql2/lib/connection.js', patch: patchMysql2Connection },
-      { path: 'mysql2/lib/pool.js', patch: (Pool, host, _slot, owner, isActive) => patchMysql2Pool(Pool, host, owner, isActive) },
-      { path: 'mysql2/lib/pool_connection.js', patch: (PoolConnection, _host, _slot, owner, isActive) => patchMysql2PoolConnection(PoolConnection, owner, isActive) },
+      { path: 'mysql2/lib/pool.js', patch: patchMysql2Pool },
+      { path: 'mysql2/lib/pool_connection.js', patch: patchMysql2PoolConnection },
       // createConnection, as both the main module and `mysql2/promise` require it: the socket opens in the constructor.
       { path: 'mysql2/lib/create_connection.js', replace: makeOpensOutsideDeadline },
     ],
@@ -49,11 +47,7 @@ export const MYSQL2_INSTRUMENTATION_SCOPE = '@opentelemetry/instrumentation-mysq
 
 export const DATABASE_MODULES: readonly string[] = DRIVERS.map((driver) => driver.name);
 
-/**
- * The database half of DeadlineInstrumentation: one module definition per
- * driver that is switched on, and the `requestHook`s that hand the OTel
- * driver instrumentations' spans to our statements.
- */
+/** The database half of DeadlineInstrumentation: a module definition per driver switched on, and the span slots. */
 export class DatabaseDrivers {
   readonly slots: Record<DbDriver, DriverSpanSlot>;
   private readonly patches = new Map<object, MethodPatch[]>();
@@ -89,11 +83,7 @@ export class DatabaseDrivers {
     return exports;
   }
 
-  /**
-   * A file whose export is the function itself: the module system hands out
-   * the replacement from then on, so it cannot be put back; disabled, it
-   * calls the original straight through.
-   */
+  /** A file whose export is the function itself: replaced for good, so disabled it calls the original straight through. */
   private replaceOnce(exports: unknown, makeWrapper: (original: AnyFunction) => AnyFunction): unknown {
     if (typeof exports !== 'function') return exports;
     const known = this.replacements.get(exports);

@@ -1,5 +1,4 @@
 import { context } from '@opentelemetry/api';
-import type { Deadline } from '../../src/deadline';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { wrapMethod, type MethodPatch } from '../wrap';
@@ -7,31 +6,19 @@ import { statementDeadline } from './begin';
 import { makeOpensOutsideDeadline } from './connection-context';
 import { definerOf } from './definer';
 import { deliver, isFunction } from './deliver';
-import { handsOverUnguarded } from './handover';
-import { PoolWait } from './pool-wait';
+import { PoolWait, type WaiterQueue } from './pool-wait';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Exports = Record<string, unknown>;
 type Callback = (err: unknown, ...results: unknown[]) => void;
 
 interface MysqlPool {
-  _connectionQueue?: { length: number; peekAt(index: number): unknown; toArray(): unknown[]; removeOne(index: number): unknown };
+  _connectionQueue?: { toArray(): unknown[]; removeOne(index: number): unknown };
 }
 
 /**
- * True while mysql2's own Pool#query or Pool#execute runs: the getConnection
- * it calls at once is for one statement, made on the connection its callback
- * is given and nowhere else.
- */
-let inPoolStatement = false;
-
-/**
- * The callbacks our getConnection wrapper gave the pool. mysql2 hands a
- * queued waiter to getConnection again when the connection it was to get is
- * destroyed (releaseConnection of a removed connection): that call runs in
- * whoever destroyed it, often another request under its own deadline. A
- * callback found here has been judged already, by its own caller's deadline
- * or none, and passes through (a connection it opens, opened outside any).
+ * The callbacks our getConnection gave the pool. mysql2 hands a waiter to getConnection again when its connection is
+ * destroyed, inside whoever destroyed it: a callback found here was judged by its own caller already and passes through.
  */
 const poolCallbacks = new WeakSet<object>();
 
@@ -40,97 +27,46 @@ function given<C extends object>(callback: C): C {
   return callback;
 }
 
-/** Pool#getConnection, and Pool#query / #execute, of mysql2's Pool class (lib/pool.js; hooked as a file, like lib/connection.js). */
-export function patchMysql2Pool(Pool: unknown, host: ClientHost, owner: object, isActive: () => boolean): MethodPatch[] {
+/** Pool#getConnection of mysql2's Pool class (lib/pool.js; hooked as a file, like lib/connection.js). */
+export function patchMysql2Pool(Pool: unknown, host: ClientHost, _slot: unknown, owner: object, isActive: () => boolean): MethodPatch[] {
   const pool = (Pool as { prototype?: Exports } | undefined)?.prototype;
   if (typeof Pool !== 'function' || pool === undefined) return [];
-  const patches = [
-    wrapMethod(definerOf(pool, 'getConnection'), 'getConnection', owner, isActive, makeGetConnectionWrapper(host)),
-    wrapMethod(definerOf(pool, 'query'), 'query', owner, isActive, marksPoolStatement),
-    wrapMethod(definerOf(pool, 'execute'), 'execute', owner, isActive, marksPoolStatement),
-  ];
-  return patches.filter((patch) => patch !== undefined);
-}
-
-function marksPoolStatement(original: AnyFunction): AnyFunction {
-  return function poolStatement(this: unknown, ...args: unknown[]): unknown {
-    const previous = inPoolStatement;
-    inPoolStatement = true;
-    try {
-      return original.apply(this, args);
-    } finally {
-      inPoolStatement = previous;
-    }
-  };
+  const patch = wrapMethod(definerOf(pool, 'getConnection'), 'getConnection', owner, isActive, makeGetConnectionWrapper(host));
+  return patch === undefined ? [] : [patch];
 }
 
 /**
- * Pool#getConnection. Its callback runs in the caller's context, deadline or
- * not: mysql2 calls a waiter back from wherever a connection came free, in
- * another request's context (see handover.ts). A connection it opens is
- * opened outside the caller's deadline (connection-context.ts). Under an
- * active deadline the wait counts against the budget: at the cutoff the
- * waiter leaves the pool's queue with DeadlineExceededError, and a
- * connection that arrives for it later is released.
+ * Pool#getConnection: the callback runs in its caller's context (mysql2 calls waiters back from wherever a connection
+ * came free), a connection it opens is opened outside the deadline, and under a deadline the wait is bounded (PoolWait).
  */
 function makeGetConnectionWrapper(host: ClientHost) {
   return (original: AnyFunction): AnyFunction => {
     const opensOutsideDeadline = makeOpensOutsideDeadline(original);
     return function getConnection(this: unknown, ...args: unknown[]): unknown {
-      const forPoolStatement = inPoolStatement;
-      inPoolStatement = false;
       const first = args[0];
       if (!isFunction(first) || !host.settings.mysql2) return original.apply(this, args);
       if (poolCallbacks.has(first)) return opensOutsideDeadline.apply(this, args);
       const ctx = context.active();
       const deadline = statementDeadline(host, 'mysql2', ctx);
-      if (deadline === undefined) {
-        // The pool's own statement passes through on the connection it is handed, without a context read there.
-        args[0] = given(forPoolStatement ? handsOverUnguarded(first as Callback) : context.bind(ctx, first as Callback));
-        return original.apply(this, args);
-      }
-      const callback = context.bind(ctx, first as Callback);
-      if (host.settings.mode === 'observe') return opensOutsideDeadline.call(this, given(callback));
+      const callback = given(context.bind(ctx, first as Callback));
+      if (deadline === undefined) return original.call(this, callback);
+      if (host.settings.mode === 'observe') return opensOutsideDeadline.call(this, callback);
       const refusal = refusalFor(deadline, 'mysql2.getConnection', host.settings.minUsefulMs);
       if (refusal !== undefined) return void process.nextTick(deliver, callback, refusal);
-      const wait = new MysqlPoolWait(deadline, callback);
-      wait.start(this as MysqlPool, opensOutsideDeadline, given(wait.onConnection));
+      const wait = new PoolWait(deadline, 'mysql2.getConnection', CONNECTION_QUEUE, callback, (conn: { release(): void }) => conn.release());
+      given(wait.answer);
+      wait.start(this as MysqlPool, opensOutsideDeadline);
       return undefined;
     };
   };
 }
 
-/** One Pool#getConnection waiting for a connection: leaves mysql2's queue at the cutoff. */
-class MysqlPoolWait extends PoolWait<MysqlPool> {
-  constructor(
-    deadline: Deadline,
-    private readonly callback: Callback,
-  ) {
-    super(deadline, 'mysql2.getConnection');
-  }
-
-  /** What the pool calls back: the connection goes to the caller, or back to the pool if the caller left. */
-  readonly onConnection = (err: unknown, conn?: { release(): void }): void => {
-    if (this.claim()) return deliver(this.callback, err, conn);
-    if ((err === null || err === undefined) && conn !== undefined) conn.release();
-  };
-
-  protected queueLength(pool: MysqlPool): number {
-    return pool._connectionQueue?.length ?? 0;
-  }
-
-  protected lastQueued(pool: MysqlPool): unknown {
+/** mysql2's waiters: `_connectionQueue`, a Denque. */
+const CONNECTION_QUEUE: WaiterQueue<MysqlPool> = {
+  entries: (pool) => pool._connectionQueue?.toArray() ?? [],
+  leave(pool, entry) {
     const queue = pool._connectionQueue;
-    return queue === undefined ? undefined : queue.peekAt(queue.length - 1);
-  }
-
-  protected leaveQueue(pool: MysqlPool): void {
-    const queue = pool._connectionQueue;
-    const index = queue === undefined ? -1 : queue.toArray().indexOf(this.waiter);
+    const index = queue === undefined ? -1 : queue.toArray().indexOf(entry);
     if (index >= 0) queue!.removeOne(index);
-  }
-
-  protected fail(error: Error): void {
-    deliver(this.callback, error);
-  }
-}
+  },
+};

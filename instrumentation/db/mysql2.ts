@@ -1,45 +1,28 @@
-import type { Context, Span } from '@opentelemetry/api';
-import { context as contextApi } from '@opentelemetry/api';
+import { context, type Context, type Span } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
-import { budgetLeft, mayStart, refusalAt } from '../call/budget';
+import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
-import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
+import { isOwnWrapper, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
-import { deliver, isFunction } from './deliver';
-import { driverInstrumented, type DriverSpanSlot } from './driver-span';
-import { MysqlKiller } from './mysql2-kill';
+import { deliver, isFunction, type NodeCallback } from './deliver';
+import { dbSpanShape, driverInstrumented, type DriverSpanSlot } from './driver-span';
 import { definerOf } from './definer';
-import { isHandedOverUnguarded } from './handover';
 import { patchMysql2Pool } from './mysql2-pool';
-import { markTransactionUnknown, patchMysql2PoolConnection, rollBack } from './mysql2-session';
+import { markTransactionUnknown, MysqlKiller, patchMysql2PoolConnection, rollBack } from './mysql2-connection';
 import { GuardedMysqlStatement, type MysqlCommand, type MysqlConnection } from './mysql2-statement';
 import { holdsSeveralStatements, sqlCommand, sqlRole, type SqlRole } from './sql';
 import { DbStatement, type SpanShape } from './statement';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Exports = Record<string, unknown>;
-type Callback = (err: unknown, ...results: unknown[]) => void;
 
 export { ER_QUERY_INTERRUPTED } from './mysql2-statement';
 const OPERATION = 'mysql2.query';
 
-/** First words worth a full read of the text for its role (see sqlRole); undefined: a comment comes first. */
-const ROLE_WORDS = new Set(['ROLLBACK', 'UNLOCK', 'DEALLOCATE', 'COMMIT']);
-
-/** The statement's role in its transaction, read in full only when its first word may give it one. */
-function mysqlRole(sql: unknown, command: string | undefined): SqlRole {
-  return command === undefined || ROLE_WORDS.has(command) ? sqlRole(sql, 'mysql') : 'work';
-}
-
 /** instrumentation-mysql2's span name (the statement's command) and connection attributes; never the SQL text. */
 function mysqlSpanShape(connection: MysqlConnection, command: string | undefined): SpanShape {
   const config = connection.config ?? {};
-  const attributes: Record<string, string | number> = { 'db.system.name': 'mysql' };
-  if (typeof config.database === 'string') attributes['db.namespace'] = config.database;
-  if (typeof config.host === 'string') attributes['server.address'] = config.host;
-  if (typeof config.port === 'number') attributes['server.port'] = config.port;
-  if (command !== undefined) attributes['db.operation.name'] = command;
-  return { name: command ?? 'mysql', attributes };
+  return dbSpanShape(command ?? 'mysql', 'mysql', command, config.database, config.host, config.port);
 }
 
 /** The patches for one loaded `mysql2` (its main module): query and execute on every connection, and the pool's wait for one. */
@@ -47,16 +30,12 @@ export function patchMysql2(moduleExports: Exports, host: ClientHost, slot: Driv
   const exports = (moduleExports.Connection === undefined && typeof moduleExports.default === 'object' ? moduleExports.default : moduleExports) as Exports;
   return [
     ...patchMysql2Connection(exports.Connection, host, slot, owner, isActive),
-    ...patchMysql2Pool(exports.Pool, host, owner, isActive),
-    ...patchMysql2PoolConnection(exports.PoolConnection, owner, isActive),
+    ...patchMysql2Pool(exports.Pool, host, slot, owner, isActive),
+    ...patchMysql2PoolConnection(exports.PoolConnection, host, slot, owner, isActive),
   ];
 }
 
-/**
- * `query` and `execute` of mysql2's Connection class (lib/connection.js; pool
- * connections inherit them). Hooked as a file too: `mysql2/promise` never
- * loads the main module, so an app that only imports it is covered this way.
- */
+/** `query` and `execute` of mysql2's Connection (lib/connection.js, hooked as a file too for `mysql2/promise`-only apps). */
 export function patchMysql2Connection(Connection: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const connection = (Connection as { prototype?: Exports } | undefined)?.prototype;
   if (typeof Connection !== 'function' || connection === undefined) return [];
@@ -71,41 +50,27 @@ export function patchMysql2Connection(Connection: unknown, host: ClientHost, slo
 
 function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, killer: MysqlKiller, method: string) {
   return (original: AnyFunction): AnyFunction => {
-    // An instrumentation-mysql2 registered before us wraps the method below ours: fixed for this wrapper's life.
-    const instrumentedBelow = isShimmerWrapper(original);
     return function statement(this: unknown, ...args: unknown[]): unknown {
       // instrumentation-mysql2 has no requestHook: its span reaches the slot as it starts under a deadline.
       const outerSpan = slot.take(undefined);
-      if (isHandedOverUnguarded(this)) return original.apply(this, args);
-      const ctx = contextApi.active();
+      const ctx = context.active();
       const deadline = statementDeadline(host, 'mysql2', ctx);
       const first = args[0] as string | MysqlCommand | null | undefined;
       if (deadline !== undefined && first !== null && first !== undefined) {
         const sql = typeof first === 'object' ? first.sql : first;
         const verb = sqlCommand(sql);
-        const role = mysqlRole(sql, verb);
+        const role = sqlRole(sql, 'mysql');
         // Clean-up (ROLLBACK, rollback(), UNLOCK TABLES, ...) is never refused, delayed or cut.
         if (role !== 'cleanup') return guarded(host, slot, owner, killer, original, this as MysqlConnection, args, deadline, ctx, outerSpan, method, role, verb);
       }
-      return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
+      return slot.passThrough(original, this, args);
     };
   };
 }
 
 function guarded(
-  host: ClientHost,
-  slot: DriverSpanSlot,
-  owner: object,
-  killer: MysqlKiller,
-  original: AnyFunction,
-  connection: MysqlConnection,
-  args: unknown[],
-  deadline: Deadline,
-  ctx: Context,
-  outerSpan: Span | undefined,
-  method: string,
-  role: SqlRole,
-  sqlVerb: string | undefined,
+  host: ClientHost, slot: DriverSpanSlot, owner: object, killer: MysqlKiller, original: AnyFunction, connection: MysqlConnection,
+  args: unknown[], deadline: Deadline, ctx: Context, outerSpan: Span | undefined, method: string, role: SqlRole, sqlVerb: string | undefined,
 ): unknown {
   const first = args[0] as string | MysqlCommand;
   const command = typeof first === 'object' && isFunction(first.onResult) ? first : undefined;
@@ -116,25 +81,21 @@ function guarded(
   const statement = new DbStatement(deadline, observe, OPERATION, several ? true : undefined, sql);
   if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
   const current = (connection as unknown as Record<string, unknown>)[method];
-  // The one clock read before sending: refusal and arming both go by it.
-  const left = budgetLeft(deadline);
-  const minUsefulMs = host.settings.minUsefulMs;
-  const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, OPERATION, minUsefulMs);
+  const refusal = refusalFor(deadline, OPERATION, host.settings.minUsefulMs);
   if (outerSpan === undefined && (!driverInstrumented(original, current, owner) || (refusal !== undefined && isOwnWrapper(current, owner)))) {
     statement.startOwnSpan(host.tracer, ctx, mysqlSpanShape(connection, sqlVerb));
   }
-  // Find the caller's callback: (sql, cb), (sql, values, cb), or a command object carrying it (Pool#query).
+  // (sql, cb), (sql, values, cb), or a command object carrying it (Pool#query).
   const index = isFunction(args[2]) ? 2 : isFunction(args[1]) ? 1 : -1;
-  const given = (index >= 0 ? args[index] : command?.onResult) as Callback | undefined;
+  const given = (index >= 0 ? args[index] : command?.onResult) as NodeCallback | undefined;
   // mysql2 calls back from its socket's events: the caller's callback, and any statement it makes, run in the caller's context.
-  const callback = given === undefined ? undefined : contextApi.bind(ctx, given);
+  const callback = given === undefined ? undefined : context.bind(ctx, given);
   if (refusal !== undefined && !observe) {
     statement.refuse(refusal);
     if (callback === undefined) return original.apply(connection, args); // event-emitter use: not covered, documented
     const refuse = () => {
       deliver(callback, refusal);
-      // Pool#query's command: its pool connection is released on 'end'. It never
-      // reaches the driver (nor an instrumentation-mysql2 below us, whose span would never end).
+      // Pool#query's command, which never reaches the driver: its pool connection is released on 'end'.
       command?.emit?.('end');
     };
     if (role === 'commit') {
@@ -157,11 +118,11 @@ function guarded(
   }
   const call = new GuardedMysqlStatement(connection, statement, killer, callback, several);
   const callArgs = [...args];
-  if (index >= 0) callArgs[index] = call.driverCallback;
-  else command!.onResult = call.driverCallback;
+  if (index >= 0) callArgs[index] = call.onResult;
+  else command!.onResult = call.onResult;
   const result = slot.dispatch(statement, original, connection, callArgs) as MysqlCommand | undefined;
   call.command = result ?? command;
-  call.settleFirst();
+  call.settleBeforeDriver();
   statement.arm(call);
   return result;
 }

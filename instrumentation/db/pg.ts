@@ -10,17 +10,10 @@ type Exports = Record<string, unknown>;
 /** The patches for one loaded `pg` (its CommonJS exports, or the ESM namespace whose classes are the same). */
 export function patchPg(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const exports = (moduleExports.Client === undefined && typeof moduleExports.default === 'object' ? moduleExports.default : moduleExports) as Exports;
-  const patches = patchPgClient(exports.Client, host, slot, owner, isActive);
   const pool = (exports.Pool as { prototype?: Exports } | undefined)?.prototype;
-  if (pool !== undefined) {
-    for (const patch of [
-      wrapMethod(pool, 'connect', owner, isActive, makePgPoolConnectWrapper(host)),
-      wrapMethod(pool, 'query', owner, isActive, makePgPoolQueryWrapper(host)),
-    ]) {
-      if (patch !== undefined) patches.push(patch);
-    }
-  }
-  return patches;
+  const poolPatches =
+    pool === undefined ? [] : [wrapMethod(pool, 'connect', owner, isActive, makePgPoolConnectWrapper(host)), wrapMethod(pool, 'query', owner, isActive, makePgPoolQueryWrapper)];
+  return [...patchPgClient(exports.Client, host, slot, owner, isActive), ...poolPatches.filter((patch) => patch !== undefined)];
 }
 
 /** Client#query, and Client#connect: a connection opened under a deadline must not carry it (connection-context.ts). */
@@ -32,12 +25,9 @@ function patchPgClient(Client: unknown, host: ClientHost, slot: DriverSpanSlot, 
 }
 
 /**
- * `pg/lib/client.js` as it loads, before pg's main module. instrumentation-pg
- * wraps `Client#query` at both moments, unwrapping its first wrapper at the
- * second only if it is still on top. So we wrap here only when nobody has
- * wrapped yet (we were registered first: its second wrap replaces its first,
- * above ours), and otherwise at the main module (after its second wrap):
- * either way one instrumentation-pg wrapper, and one span per statement.
+ * `pg/lib/client.js` as it loads. instrumentation-pg wraps `Client#query` here and again at the main module,
+ * unwrapping its first wrapper only if still on top: we wrap here only if nobody has yet, else at the main module, so
+ * there is one instrumentation-pg wrapper and one span per statement.
  */
 export function patchPgClientFile(Client: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const query = (Client as { prototype?: Exports } | undefined)?.prototype?.query;

@@ -1,68 +1,65 @@
-import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
-import { LinkedItem } from '../../src/linked-set';
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { errorForAbort } from '../../src/errors';
+import { deliver } from './deliver';
+
+/** A pool's queue of waiters: what it holds now (a snapshot), and how one entry leaves it. */
+export interface WaiterQueue<Pool> {
+  entries(pool: Pool): readonly unknown[];
+  leave(pool: Pool, entry: unknown): void;
+}
+
+type Answer = (err: unknown, connection?: never, ...rest: never[]) => void;
 
 /**
- * A caller's wait for a pool connection (pg-pool, mysql2's pool) under an
- * active deadline: it counts against the budget. At the cutoff the waiter
- * leaves the pool's queue and the caller gets DeadlineExceededError (or
- * DeadlineCancelledError); a connection that arrives for it later goes back
- * to the pool, never to a caller that is gone. The wait is its own abort
- * watcher: one object per wait, no closures besides the pool's callback.
+ * A caller's wait for a pool connection under a deadline. At the cutoff the waiter leaves the pool's queue (no public
+ * API does: docs/internals.md) and gets the deadline's error; a connection that comes later goes back to the pool.
  */
-export abstract class PoolWait<Pool> extends LinkedItem implements AbortWatcher {
+export class PoolWait<Pool> {
   private settled = false;
   private stop: (() => void) | undefined = undefined;
   private pool: Pool | undefined = undefined;
-  /** The entry the pool queued for this caller, if it had no connection to give at once. */
-  protected waiter: unknown = undefined;
+  private entry: unknown = undefined;
 
   constructor(
-    protected readonly deadline: Deadline,
+    private readonly deadline: Deadline,
     private readonly operation: string,
-  ) {
-    super();
-  }
+    private readonly queue: WaiterQueue<Pool>,
+    private readonly callback: Answer,
+    /** Gives back a connection that came after the caller left. */
+    private readonly giveBack: (connection: never, rest: never[]) => void,
+    private readonly failed?: (error: Error) => void,
+  ) {}
 
-  /**
-   * Asks the pool for a connection (`request.call(pool, onAnswer)`) and,
-   * unless it answered at once, watches the deadline meanwhile.
-   */
-  start(pool: Pool, request: (this: unknown, ...args: unknown[]) => unknown, onAnswer: (...args: never[]) => void): void {
-    const before = this.queueLength(pool);
-    request.call(pool, onAnswer);
-    if (this.queueLength(pool) > before) {
+  /** Asks the pool for a connection (`request.call(pool, answer)`) and, unless it answered at once, watches the deadline meanwhile. */
+  start(pool: Pool, request: (this: unknown, ...args: unknown[]) => unknown): void {
+    const before = this.queue.entries(pool).length;
+    request.call(pool, this.answer);
+    const after = this.queue.entries(pool);
+    if (after.length > before) {
       this.pool = pool;
-      this.waiter = this.lastQueued(pool);
+      this.entry = after[after.length - 1];
     }
-    if (!this.settled) this.stop = watchDeadlineAbort(this.deadline, this);
+    if (!this.settled) this.stop = onDeadlineAbort(this.deadline, (reason) => this.onAbort(reason));
   }
 
-  /** The pool answered: true if the answer is for the caller, false if the caller left at the cutoff. */
-  claim(): boolean {
+  readonly answer: Answer = (err, connection, ...rest) => {
+    if (this.finish()) return deliver(this.callback, err, connection, ...rest);
+    if ((err === null || err === undefined) && connection !== undefined) this.giveBack(connection, rest);
+  };
+
+  private finish(): boolean {
     if (this.settled) return false;
     this.settled = true;
-    unwatchDeadlineAbort(this.deadline, this, this.stop);
+    this.stop?.();
     this.stop = undefined;
     return true;
   }
 
-  onDeadlineAbort(reason: unknown): void {
-    if (this.settled) return;
-    this.settled = true;
-    unwatchDeadlineAbort(this.deadline, this, this.stop);
-    this.stop = undefined;
-    if (this.pool !== undefined) this.leaveQueue(this.pool);
-    this.fail(errorForAbort(reason, this.operation, this.deadline.expiresAtMs));
+  private onAbort(reason: unknown): void {
+    if (!this.finish()) return;
+    if (this.pool !== undefined) this.queue.leave(this.pool, this.entry);
+    const error = errorForAbort(reason, this.operation, this.deadline.expiresAtMs);
+    this.failed?.(error);
+    deliver(this.callback, error);
   }
-
-  protected abstract queueLength(pool: Pool): number;
-
-  protected abstract lastQueued(pool: Pool): unknown;
-
-  /** Takes `waiter` out of the pool's queue, if it is still there. */
-  protected abstract leaveQueue(pool: Pool): void;
-
-  /** Gives the caller the error the wait ended with. */
-  protected abstract fail(error: Error): void;
 }

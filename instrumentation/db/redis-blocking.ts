@@ -1,18 +1,9 @@
-/**
- * Blocking Redis commands: where each keeps its timeout, found by the
- * command's grammar (never by searching the arguments for a word a key or a
- * stream ID may spell), and how it is clamped to the time left.
- */
+/** Blocking Redis commands: each one's timeout found by its grammar, never by searching the arguments, and clamped. */
 
 /** The timeout's unit: BLPOP and friends take seconds (fractions allowed since Redis 6), XREAD BLOCK and WAIT milliseconds. */
 type Unit = 's' | 'ms';
 
-/**
- * Finds the index of the timeout argument in `args` (upper-cased option
- * words are compared, nothing else is read), or -1 when the command does
- * not block (XREAD without BLOCK) or its arguments do not follow the grammar:
- * the server will refuse those itself, and they are left alone.
- */
+/** The index of the timeout argument in `args`, or -1: the command does not block, or its arguments do not parse (the server refuses those). */
 type TimeoutAt = (args: readonly unknown[]) => number;
 
 /** `… timeout`: the last argument, after at least `before` others (`BLPOP key [key …] timeout`). */
@@ -33,12 +24,7 @@ const firstWithNumkeys: TimeoutAt = (args) => {
   return Number.isInteger(numkeys) && numkeys > 0 && args.length >= 2 + numkeys + 1 ? 0 : -1;
 };
 
-/**
- * The options before STREAMS of XREAD (`[COUNT n] [BLOCK ms] STREAMS key … id …`)
- * and XREADGROUP (`GROUP g c [COUNT n] [BLOCK ms] [NOACK] STREAMS …`), in any
- * order as Redis accepts them, each with its number of operands. Keys and IDs
- * come after STREAMS and are never looked at.
- */
+/** XREAD / XREADGROUP options before STREAMS, in any order, each with its number of operands; keys and IDs are never read. */
 const streamOptions =
   (options: Readonly<Record<string, number>>): TimeoutAt =>
   (args) => {
@@ -83,21 +69,6 @@ function word(arg: unknown): string {
   return '';
 }
 
-/** One bit per first letter of the names above (bit 0: a), so most commands skip the table: see mayBeBlocking. */
-const FIRST_LETTERS = Object.keys(GRAMMARS).reduce((mask, name) => mask | (1 << (name.charCodeAt(0) - 0x61)), 0);
-
-/**
- * False only when `name`, in any case, cannot be a blocking command: its first
- * letter starts none of their names (GET, SET, HGET...). A quick look for the
- * hot path before the lower-cased name and the table are consulted. It may
- * say true for names that are not blocking (shift counts wrap), never false
- * for one that is.
- */
-export function mayBeBlocking(name: unknown): boolean {
-  if (typeof name !== 'string' || name.length === 0) return true;
-  return ((FIRST_LETTERS >>> ((name.charCodeAt(0) | 0x20) - 0x61)) & 1) === 1;
-}
-
 /** Whether `name` (lower case) is a blocking command whose timeout is clamped. */
 export function isBlocking(name: string): boolean {
   return Object.prototype.hasOwnProperty.call(GRAMMARS, name);
@@ -109,15 +80,9 @@ export function blockingTimeoutIndex(name: string, args: readonly unknown[]): nu
 }
 
 /**
- * Clamps a blocking command's timeout argument, in place, to `remainingMs`:
- * 0 (block forever) and anything longer become the time left, so the server
- * itself answers by the cutoff (give or take its event loop: see
- * docs/databases.md). Seconds are written with millisecond precision (Redis 6
- * accepts fractional timeouts); at least 1 ms, since 0 would mean forever.
- * Only the argument at the grammar's timeout position is ever written.
- * Returns whether the command now blocks for no longer than `remainingMs`
- * (already did, or was clamped): false when it does not block or its
- * timeout could not be read.
+ * Clamps a blocking command's timeout argument in place to `remainingMs` (0, forever, included), at least 1 ms,
+ * seconds with millisecond precision. True when it now blocks no longer than that; false when it does not block or
+ * its timeout cannot be read.
  */
 export function clampBlockingTimeout(name: string, args: unknown[], remainingMs: number): boolean {
   const index = blockingTimeoutIndex(name, args);

@@ -1,7 +1,6 @@
 import type { Span } from '@opentelemetry/api';
 import { markStatementInFlight } from '../../src/processor/statement-in-flight';
 import { isBlocking } from './redis-blocking';
-import { isSessionCleanup } from './redis-session';
 import { DbStatement, type CutoffHandler } from './statement';
 
 export interface RedisCommand {
@@ -15,12 +14,9 @@ export interface RedisCommand {
 }
 
 /**
- * Marks a command the cutoff rejected. ioredis sends a command again through
- * sendCommand when its connection comes back (the commands that had no reply
- * yet, with autoResendUnfulfilledCommands, its default, and the offline
- * queue), from its own event handler, outside the deadline's context: nothing
- * would stop it, and a command the caller has already been told failed would
- * run after its cutoff (a BLPOP could pop an element nobody receives).
+ * Marks a command the cutoff rejected: ioredis resends unanswered commands
+ * when its connection comes back, outside the deadline's context, and one the
+ * caller was told failed must not run then (a BLPOP would pop for nobody).
  */
 export const CUT_BY_DEADLINE = Symbol('otel-deadline.cut-by-deadline');
 
@@ -31,48 +27,48 @@ const READ_COMMANDS = new Set(
   ),
 );
 
-/** What the guard needs to know of a command name, worked out once per distinct name. */
-interface CommandKind {
-  /** Lower case: what spans, errors and the tables here use. */
-  readonly name: string;
-  /** Whether its timeout argument is clamped to the time left. */
-  readonly blocking: boolean;
-  /** DISCARD, UNWATCH, RESET: never refused, delayed or cut (redis-session.ts). */
-  readonly cleanup: boolean;
+/**
+ * DISCARD, UNWATCH, RESET end a transaction or restore the connection's
+ * session state, which outlives the request: sent whatever the clock says.
+ */
+const CLEANUP = new Set(['discard', 'unwatch', 'reset']);
+
+/** A command name in lower case (what spans, errors and the tables use), and what the guard does with it. */
+export function commandKind(name: unknown): { name: string; blocking: boolean; cleanup: boolean } {
+  const lower = String(name).toLowerCase();
+  return { name: lower, blocking: isBlocking(lower), cleanup: CLEANUP.has(lower) };
 }
 
-/** Command names as ioredis was given them → their kind, so that a command costs no new string. Bounded. */
-const COMMAND_KINDS = new Map<unknown, CommandKind>();
-const COMMAND_KINDS_MAX = 1_024;
+/** DISCARD ends a MULTI and drops what it queued (and its WATCH); UNWATCH a WATCH whose MULTI never went. Harmless when nothing is open. */
+export const DISCARD_AND_UNWATCH: readonly string[] = ['discard', 'unwatch'];
 
-export function commandKind(name: unknown): CommandKind {
-  const known = COMMAND_KINDS.get(name);
-  if (known !== undefined) return known;
-  const lower = String(name).toLowerCase();
-  const kind: CommandKind = Object.freeze({ name: lower, blocking: isBlocking(lower), cleanup: isSessionCleanup(lower) });
-  if (COMMAND_KINDS.size < COMMAND_KINDS_MAX && typeof name === 'string') COMMAND_KINDS.set(name, kind);
-  return kind;
+/** What ends the state a MULTI or WATCH cut in flight may have opened on the server; undefined for any other command. */
+export function cleanupAfterCut(name: string): readonly string[] | undefined {
+  if (name === 'multi') return DISCARD_AND_UNWATCH;
+  if (name === 'watch') return ['unwatch'];
+  return undefined;
 }
 
 /**
- * One command between sendCommand (or its queuing in a pipeline) and its
- * reply; the statement guard is also what stops it at the cutoff. The
- * command is the statement's `subject`.
+ * Sends `names` below our guard (`send`), now and in order, replies ignored:
+ * in place of a refused EXEC, nothing queued is committed and no later
+ * command of another request answers QUEUED. `Command` is ioredis's public
+ * class of the refused command.
  */
+export function sendCleanup(Command: new (name: string) => object, send: (command: object) => unknown, names: readonly string[]): void {
+  for (const name of names) {
+    const sent = send(new Command(name)) as { promise?: Promise<unknown> } | undefined;
+    const reply = sent?.promise ?? sent;
+    if (reply instanceof Promise) reply.catch(() => undefined);
+  }
+}
+
+/** One command (the statement's `subject`) from sendCommand, or its queuing in a pipeline, to its reply. */
 export class RedisCommandGuard extends DbStatement implements CutoffHandler {
-  /**
-   * A blocking command whose timeout now ends by the cutoff: the server
-   * answers it on its own, at most one event-loop turn late (docs/databases.md),
-   * and its reply may carry an element it has already removed (BLPOP), so the
-   * reply is awaited past the cutoff and delivered, never dropped.
-   */
+  /** A blocking command clamped to end by the cutoff: its reply may carry an element the server removed (BLPOP), so it is awaited and delivered. */
   deliversLateReply = false;
 
-  /**
-   * Set for a command queued in a pipeline (issue 35 §1): it is written when
-   * its batch is, the batch is never cut for it, and its caller is released
-   * at the cutoff in the way its kind of pipeline allows (see onCutoff).
-   */
+  /** A command queued in a pipeline: written with its batch, which is never cut for it; at the cutoff its caller is released. */
   batch: PipelineMember | undefined = undefined;
 
   /** Set for a MULTI or WATCH sent on its own: ends the state it may have opened on the server when the cutoff rejects it. */
@@ -82,12 +78,10 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
     return this.subject as RedisCommand;
   }
 
-  /** The command's name in lower case, as spans, errors and the tables here use it: looked up only when one of them needs it. */
   get name(): string {
     return commandKind(this.command.name).name;
   }
 
-  /** `redis.get`: built only when an error or a refusal needs it. */
   override get operation(): string {
     return `redis.${this.name}`;
   }
@@ -97,14 +91,9 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
   }
 
   /**
-   * Tells the span processor the command is in flight on this span: the span
-   * then reads `completed` if it ends on the reply, however the reply and the
-   * span's end fall around the cutoff instant, and the guard writes nothing
-   * when the command completes. instrumentation-ioredis ends its span in its
-   * own `resolve` wrapper, on top of ours, before the guard settles; the
-   * guard's other outcomes are written before the span ends (a cutoff settles
-   * the guard and then rejects the command), and a written outcome wins.
-   * Observe mode writes no `completed`, so it marks nothing.
+   * instrumentation-ioredis ends its span in its own `resolve` wrapper, before
+   * the guard settles: the span processor then writes `completed` for a span
+   * that ends on its reply. Other outcomes are written before the span ends.
    */
   protected override spanAdopted(span: Span): void {
     if (!this.observe) this.spanEndsCompleted = markStatementInFlight(span);
@@ -123,9 +112,9 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
   }
 
   /**
-   * Settles the statement when ioredis resolves or rejects the command.
-   * Closures, not shared functions that find the guard through `this`:
-   * instrumentation-ioredis calls the functions it wrapped unbound.
+   * Settles the guard when ioredis resolves or rejects the command, in that
+   * call: the promise would settle it a microtask later, after a driver
+   * instrumentation's span has ended (docs/internals.md).
    */
   settleOnReply(): void {
     const { command } = this;
@@ -145,12 +134,9 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
 
   /**
    * Releases the caller of a command in a batch, never the batch: an
-   * auto-pipelined caller's own promise rejects now; the command of an
-   * explicit pipeline rejects (its place in the pipeline's results) once it
-   * has been written, since the pipeline counts its replies from its flush
-   * on. The command itself goes out with its batch and its reply is read
-   * and dropped: a write is `unknown`. No resend check: a batch is resent
-   * whole.
+   * auto-pipelined caller's promise rejects now; an explicit pipeline's command
+   * once written (the pipeline counts replies from its flush on). The command
+   * still goes out and its reply is dropped.
    */
   releaseFromBatch(batch: PipelineMember, error: Error): void {
     if (batch.releaseCaller === undefined && !batch.written) {
@@ -167,15 +153,13 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
 export interface PipelineMember {
   /** Every command queued in the same pipeline, in order: null for one with no deadline. */
   readonly members: (RedisCommandGuard | null)[];
-  /** The pipeline (its public `length`: how many commands it holds). */
   readonly pipeline: { readonly length?: unknown };
-  /** Auto-pipelining: rejects the promise the caller holds (the batch's own promise answers only when the whole batch has). */
+  /** Auto-pipelining: rejects the promise the caller holds. */
   releaseCaller: ((error: Error) => void) | undefined;
-  /** Whether the batch has been written (ioredis counts the pipeline's replies from there). */
   written: boolean;
-  /** Armed: watching the deadline. Auto-pipelined commands are armed when called, explicit pipelines' when exec'd. */
+  /** Auto-pipelined commands are armed when called, explicit pipelines' when written. */
   armed: boolean;
-  /** An explicit pipeline's command whose cutoff came before its batch was written: released right after the write. */
+  /** An explicit pipeline's command cut before its batch was written: released right after the write. */
   releaseWhenWritten: Error | undefined;
 }
 

@@ -1,29 +1,17 @@
 /**
- * ioredis pipelines, explicit (`pipeline()`, `multi()`) and automatic
- * (`enableAutoPipelining`), under deadlines (issue 35 §1).
- *
- * A pipeline is written in one go from `exec()`, and an auto-pipeline batch
- * from a `setImmediate` that runs in the async context of the first command
- * of the tick: the context at the write is nobody's in particular. So each
- * command is judged by the deadline active where ITS caller queued it
- * (Pipeline#sendCommand runs synchronously inside the caller's call, for
- * both kinds), and a batch is never refused, delayed or cut for one member:
- * the pipeline counts a reply for every command it holds, and a command
- * left out of its write would hold the whole batch back forever.
- *
- * Only public surface: the exported `Pipeline` class's `sendCommand`, the
- * client's command methods and its `options.enableAutoPipelining`, and the
- * `stream` argument ioredis passes to Redis#sendCommand for a pipeline's
- * write (`isPipeline`).
+ * ioredis pipelines (`pipeline()`, `multi()`) and auto-pipelining. A batch is written from `exec()` or a
+ * `setImmediate` in nobody's context in particular: each command is judged by the deadline where its caller queued it
+ * (Pipeline#sendCommand runs inside the caller's call), and a batch is never refused, delayed or cut for one member.
  */
-import type { Context } from '@opentelemetry/api';
+import { context, type Context } from '@opentelemetry/api';
 import { withoutDeadline } from '../../src/context';
 import type { Deadline } from '../../src/deadline';
-import { context as contextApi } from '@opentelemetry/api';
-import { budgetLeft, mayStart, refusalAt } from '../call/budget';
+import { budgetLeft, mayStart, refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, unwrappedBy, wrapMethod, type MethodPatch } from '../wrap';
 import { statementDeadline } from './begin';
+import { dbSpanShape } from './driver-span';
+import type { SpanShape } from './statement';
 import { blockingTimeoutIndex } from './redis-blocking';
 import { commandKind, RedisCommandGuard, type PipelineMember, type RedisCommand } from './redis-command-guard';
 
@@ -45,11 +33,7 @@ const batchRefused = new WeakMap<object, boolean>();
 /** The command the current synchronous Pipeline#sendCommand queued under a deadline: how an auto-pipelined call finds its command. */
 let lastQueued: RedisCommandGuard | undefined;
 
-/**
- * The deadline and context of the auto-pipelined call now queuing its
- * command. The call runs in its context minus the deadline (see
- * makeAutoPipelinedCall), so Pipeline#sendCommand takes them from here.
- */
+/** The deadline and context of the auto-pipelined call now queuing its command (it runs without the deadline). */
 let queuingCaller: { deadline: Deadline; ctx: Context } | undefined;
 
 /** Whether ioredis is writing `stream` as a pipeline's batch (the second argument of Redis#sendCommand). */
@@ -63,12 +47,8 @@ export function queuedGuard(command: unknown): RedisCommandGuard | undefined {
 }
 
 /** The attributes of our own span for a command of `client`, as instrumentation-ioredis names its spans. */
-export function ownSpanShape(client: ClientLike, name: string): { name: string; attributes: Record<string, string | number> } {
-  const options = client.options ?? {};
-  const attributes: Record<string, string | number> = { 'db.system.name': 'redis', 'db.operation.name': name };
-  if (typeof options.host === 'string') attributes['server.address'] = options.host;
-  if (typeof options.port === 'number') attributes['server.port'] = options.port;
-  return { name, attributes };
+export function ownSpanShape(client: ClientLike, name: string): SpanShape {
+  return dbSpanShape(name, 'redis', name, undefined, client.options?.host, client.options?.port);
 }
 
 /** Whether another instrumentation (instrumentation-ioredis) makes the spans of `client`'s commands, below or on top of our wrapper. */
@@ -78,12 +58,7 @@ function instrumentedElsewhere(client: ClientLike, owner: object): boolean {
   return isShimmerWrapper(unwrappedBy(current as AnyFunction, owner));
 }
 
-/**
- * Whether the batch `guard` is written in is refused as a whole: every
- * command in it has a deadline that refuses now (nothing in it belongs to
- * anyone else), so nothing is written. Decided once per write, at its first
- * command; otherwise every command goes out.
- */
+/** Whether the batch is refused whole (every member's deadline refuses now): decided once per write, at its first command. */
 export function refusesWholeBatch(stream: object, batch: PipelineMember, minUsefulMs: number): boolean {
   const known = batchRefused.get(stream);
   if (known !== undefined) return known;
@@ -95,11 +70,7 @@ export function refusesWholeBatch(stream: object, batch: PipelineMember, minUsef
   return whole;
 }
 
-/**
- * Pipeline#sendCommand: queues a command, in its caller's context. Records
- * the deadline there, if any, with a guard that is armed when the caller is
- * known to wait (auto-pipelining) or when the pipeline is written.
- */
+/** Pipeline#sendCommand: queues a command in its caller's context, with a guard if a deadline is active there. */
 export function makePipelineSendCommand(host: ClientHost, owner: object, isActive: () => boolean) {
   return (original: AnyFunction): AnyFunction =>
     function sendCommand(this: unknown, ...args: unknown[]): unknown {
@@ -108,7 +79,7 @@ export function makePipelineSendCommand(host: ClientHost, owner: object, isActiv
       const command = args[0] as RedisCommand | undefined;
       const caller = queuingCaller;
       queuingCaller = undefined;
-      const ctx = caller?.ctx ?? contextApi.active();
+      const ctx = caller?.ctx ?? context.active();
       const deadline = caller !== undefined ? caller.deadline : statementDeadline(host, 'ioredis', ctx);
       const members = membersOf(pipeline);
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function' || commandKind(command.name).cleanup) {
@@ -119,18 +90,14 @@ export function makePipelineSendCommand(host: ClientHost, owner: object, isActiv
       guard.batch = { members, pipeline, releaseCaller: undefined, written: false, armed: false, releaseWhenWritten: undefined };
       members.push(guard);
       queued.set(command, guard);
-      startOwnSpan(guard, pipeline.redis ?? {}, ctx, host, owner);
+      // Parented where its caller queued it, unless instrumentation-ioredis makes a span when it is written.
+      if (!instrumentedElsewhere(pipeline.redis ?? {}, owner)) guard.startOwnSpan(host.tracer, ctx, ownSpanShape(pipeline.redis ?? {}, guard.name));
       // A blocking command (BLPOP in a batch) is never released before its reply: that reply may carry an element.
       guard.deliversLateReply = !guard.observe && commandKind(command.name).blocking && blockingTimeoutIndex(guard.name, command.args) >= 0;
       guard.settleOnReply();
       lastQueued = guard;
       return original.apply(this, args);
     };
-}
-
-/** Our span for a queued command, parented where its caller queued it, unless instrumentation-ioredis makes one when it is written. */
-function startOwnSpan(guard: RedisCommandGuard, client: ClientLike, ctx: Context, host: ClientHost, owner: object): void {
-  if (!instrumentedElsewhere(client, owner)) guard.startOwnSpan(host.tracer, ctx, ownSpanShape(client, guard.name));
 }
 
 const BATCH_MEMBERS = new WeakMap<object, (RedisCommandGuard | null)[]>();
@@ -145,14 +112,8 @@ function membersOf(pipeline: object): (RedisCommandGuard | null)[] {
 const NOT_COMMANDS = new Set(['constructor', 'getBuiltinCommands', 'createBuiltinCommand', 'defineCommand', 'sendCommand']);
 
 /**
- * Wraps every command method of the client (`get`, `getBuffer`, `call`, ...,
- * on ioredis's Commander prototype, which Redis, Cluster and Pipeline share)
- * for auto-pipelined calls only: an auto-pipelined caller holds a promise
- * that answers when its whole batch has, so at its cutoff that promise, not
- * the batch, is what is rejected. A call under a deadline that already
- * refuses is refused before anything is queued (nothing is sent). Any other
- * call (no auto-pipelining, a pipeline's own methods, a command ioredis
- * sends directly) passes straight through.
+ * Every command method of ioredis's Commander, for auto-pipelined calls only: their caller holds a promise that
+ * answers with the whole batch, so at its cutoff that promise is rejected, not the batch. Other calls pass through.
  */
 export function patchAutoPipelinedCalls(commanderProto: Exports, host: ClientHost, owner: object, isActive: () => boolean): MethodPatch[] {
   const patches: MethodPatch[] = [];
@@ -170,19 +131,17 @@ function makeAutoPipelinedCall(original: AnyFunction, method: string, host: Clie
   return function autoPipelinedCall(this: unknown, ...args: unknown[]): unknown {
     const client = this as ClientLike;
     if (client.isPipeline === true || client.options?.enableAutoPipelining !== true) return original.apply(this, args);
-    const ctx = contextApi.active();
+    const ctx = context.active();
     const deadline = statementDeadline(host, 'ioredis', ctx);
     if (deadline === undefined) return original.apply(this, args);
     const callback = typeof args[args.length - 1] === 'function' ? (args.pop() as (err: unknown, value?: unknown) => void) : undefined;
     const observe = host.settings.mode === 'observe';
-    const left = budgetLeft(deadline);
-    const minUsefulMs = host.settings.minUsefulMs;
-    if (!observe && !mayStart(left, minUsefulMs)) {
-      // Nothing is queued, so nothing is sent: a refusal like any other, on a span of ours (no other instrumentation sees this call).
-      const name = method === 'call' || method === 'callBuffer' ? String(args[0]) : method.replace(/Buffer$/, '');
+    const name = method === 'call' || method === 'callBuffer' ? String(args[0]) : method.replace(/Buffer$/, '');
+    const refusal = observe ? undefined : refusalFor(deadline, `redis.${name.toLowerCase()}`, host.settings.minUsefulMs);
+    if (refusal !== undefined) {
+      // Nothing is queued, so nothing is sent: a refusal on a span of ours (no other instrumentation sees this call).
       const guard = new RedisCommandGuard(deadline, false, 'redis', undefined, { name, args });
       guard.startOwnSpan(host.tracer, ctx, ownSpanShape(client, guard.name));
-      const refusal = refusalAt(deadline, left, guard.operation, minUsefulMs)!;
       guard.refuse(refusal);
       return withCallback(Promise.reject(refusal), callback);
     }
@@ -191,11 +150,10 @@ function makeAutoPipelinedCall(original: AnyFunction, method: string, host: Clie
     let result: unknown;
     let guard: RedisCommandGuard | undefined;
     try {
-      // Without the deadline: the batch's setImmediate, scheduled by the first call of the tick, keeps the
-      // context it was scheduled in, and the whole batch (its write, instrumentation-ioredis's spans for
-      // every command in it, what the span processor stamps on them) would run under this caller's deadline.
+      // Without the deadline: the batch's setImmediate keeps the context it was scheduled in, and the whole
+      // batch (its write, the spans of every command in it) would run under this caller's deadline.
       queuingCaller = { deadline, ctx };
-      result = contextApi.with(withoutDeadline(ctx), () => original.apply(this, args));
+      result = context.with(withoutDeadline(ctx), () => original.apply(this, args));
     } finally {
       queuingCaller = undefined;
       guard = lastQueued as RedisCommandGuard | undefined;

@@ -1,11 +1,7 @@
 /** SQL commands that only read: a cutoff that reaches them unconfirmed leaves nothing half-done. */
 const READ_COMMANDS = new Set(['SELECT', 'SHOW', 'VALUES', 'TABLE', 'EXPLAIN', 'DESCRIBE', 'DESC', 'FETCH']);
 
-/**
- * The statement's command in upper case, as the OTel SQL instrumentations
- * name their spans (`SELECT`, `INSERT`, ...): the first word only, never the
- * text, which may hold values.
- */
+/** The statement's first word in upper case, as the OTel SQL instrumentations name spans; never the text. */
 export function sqlCommand(text: unknown): string | undefined {
   if (typeof text !== 'string') return undefined;
   const match = /^\s*(?:\/\*[\s\S]*?\*\/\s*)?([A-Za-z]{1,20})\b/.exec(text.slice(0, 256));
@@ -24,14 +20,8 @@ export function isSqlWrite(command: string | undefined): boolean {
 export type SqlDialect = 'postgres' | 'mysql';
 
 /**
- * What a statement does to the session's transaction, which decides how a
- * deadline may treat it:
- * - `cleanup` ends a transaction without committing, or puts session state
- *   back (ROLLBACK, ABORT, DISCARD, RESET, ...): never refused, delayed or cut;
- * - `commit` ends a transaction by committing (COMMIT, END): refused at the
- *   cutoff only after the transaction is rolled back;
- * - `begin` opens one (BEGIN, START TRANSACTION);
- * - `work`: anything else, and any text that holds several statements.
+ * What a statement does to its session's transaction: `cleanup` (ROLLBACK, DISCARD, RESET, ...) is never refused or
+ * cut; `commit` is refused only after a rollback; `begin`; `work` is anything else, and any text with several statements.
  */
 export type SqlRole = 'cleanup' | 'commit' | 'begin' | 'work';
 
@@ -41,12 +31,7 @@ const CLEANUP_COMMANDS: Record<SqlDialect, ReadonlySet<string>> = {
   mysql: new Set(['ROLLBACK', 'UNLOCK', 'DEALLOCATE']),
 };
 
-/**
- * The role of `text` (see SqlRole): read from its first words, after any
- * comments, and only when it holds a single statement. `ROLLBACK PREPARED`
- * and `COMMIT PREPARED` finish a two-phase transaction that belongs to no
- * session: they are `work`.
- */
+/** The role of `text`, from its first words after comments, for a single statement. `ROLLBACK/COMMIT PREPARED` are `work`. */
 export function sqlRole(text: unknown, dialect: SqlDialect): SqlRole {
   if (typeof text !== 'string') return 'work';
   const scan = scanSql(text, dialect);
@@ -60,12 +45,7 @@ export function sqlRole(text: unknown, dialect: SqlDialect): SqlRole {
   return 'work';
 }
 
-/**
- * Whether `text` holds more than one statement (`INSERT …; SELECT …`): a
- * semicolon outside quotes and comments with more SQL after it. Text whose
- * quotes or comments never close counts as several: when unsure, assume
- * something else may have run.
- */
+/** Whether `text` holds several statements; text whose quotes or comments never close counts as several. */
 export function holdsSeveralStatements(text: unknown, dialect: SqlDialect): boolean {
   return typeof text === 'string' && scanSql(text, dialect).several;
 }
@@ -79,12 +59,7 @@ interface SqlScan {
 /** Longest text looked at: longer text is taken as several statements (when unsure, assume more ran). */
 const MAX_SCAN = 1 << 20;
 
-/**
- * One pass over the text as the server's lexer sees it: quotes ('…', "…",
- * `…` in MySQL, E'…' and $tag$…$tag$ in PostgreSQL), comments (--, /* *\/,
- * nested in PostgreSQL, # in MySQL). It keeps the first two words of the
- * first statement and stops at a second statement.
- */
+/** One pass over the text as the server's lexer sees it (quotes, dollar quotes, comments per dialect): its first two words, stopping at a second statement. */
 function scanSql(text: string, dialect: SqlDialect): SqlScan {
   const words: string[] = [];
   if (text.length > MAX_SCAN) return { words, several: true };

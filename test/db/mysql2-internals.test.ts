@@ -27,10 +27,10 @@ function rawConnection(): import('mysql2').Connection {
 }
 
 describe('mysql2 internals the guard relies on', () => {
-  it('PoolConnection (lib/pool_connection.js, the main module’s PoolConnection) is the class of the connections mysql2/promise pools hand out, with release on it (instrumentation/db/mysql2-session.ts, modules.ts)', async () => {
+  it('PoolConnection (lib/pool_connection.js, the main module’s PoolConnection) is the class of the connections mysql2/promise pools hand out, with release on it (instrumentation/db/mysql2-connection.ts, modules.ts)', async () => {
     // The package's exports hide lib/: the main module re-exports that file's class; the file hook patches it for apps that load only mysql2/promise.
     const PoolConnection = mysql.PoolConnection as unknown as { prototype: { release?: unknown } };
-    expect(typeof PoolConnection.prototype.release, 'instrumentation/db/mysql2-session.ts: release moved').toBe('function');
+    expect(typeof PoolConnection.prototype.release, 'instrumentation/db/mysql2-connection.ts: release moved').toBe('function');
     const pool = mysqlPromise.createPool({ ...MYSQL_CONFIG, connectionLimit: 1 });
     cleanups.push(() => pool.end());
     const conn = await pool.getConnection();
@@ -75,5 +75,39 @@ describe('mysql2 internals the guard relies on', () => {
     await skipped;
     await new Promise((resolve, reject) => c.query('SELECT 3', (err) => (err ? reject(err) : resolve(undefined))));
     expect(seen, 'mysql2-statement.ts: a command whose start returns null is no longer skipped').toEqual(['running']);
+  });
+
+  it('a Pool keeps its waiters in _connectionQueue (toArray, removeOne), and passes over one taken out of it (instrumentation/db/mysql2-pool.ts CONNECTION_QUEUE)', async () => {
+    const pool = mysql.createPool({ ...MYSQL_CONFIG, connectionLimit: 1 });
+    cleanups.push(() => new Promise((resolve) => pool.end(() => resolve(undefined))));
+    const holder = await new Promise<import('mysql2').PoolConnection>((resolve, reject) => pool.getConnection((err, c) => (err ? reject(err) : resolve(c))));
+    let handed = false;
+    const waiter = (err: unknown, c?: { release(): void }) => {
+      handed = err === null || err === undefined;
+      c?.release();
+    };
+    pool.getConnection(waiter as never);
+    const queue = (pool as unknown as { _connectionQueue?: { toArray(): unknown[]; removeOne(index: number): unknown } })._connectionQueue;
+    expect(typeof queue?.toArray, 'mysql2-pool.ts CONNECTION_QUEUE: Pool#_connectionQueue (a Denque) is gone').toBe('function');
+    expect(queue!.toArray(), 'mysql2-pool.ts CONNECTION_QUEUE: a waiting getConnection is no longer its callback in _connectionQueue').toHaveLength(1);
+    queue!.removeOne(0);
+    holder.release();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(handed, 'mysql2-pool.ts CONNECTION_QUEUE: a waiter taken out of _connectionQueue was still handed a connection').toBe(false);
+  });
+
+  it('mysql2/promise loads lib/connection.js, lib/pool.js, lib/pool_connection.js and lib/create_connection.js, with what modules.ts hooks on them', () => {
+    const dir = join(require.resolve('mysql2/promise'), '..');
+    const lib = (file: string) => require(join(dir, 'lib', file)) as { prototype?: Record<string, unknown> } & ((...a: unknown[]) => unknown);
+    const Connection = lib('connection.js');
+    for (const method of ['query', 'execute', 'pause', 'resume', 'destroy']) {
+      expect(typeof Connection.prototype?.[method] === 'function' || typeof Object.getPrototypeOf(Connection.prototype ?? {})?.[method] === 'function', `modules.ts: lib/connection.js has no ${method}`).toBe(true);
+    }
+    expect(typeof lib('pool.js').prototype?.getConnection, 'modules.ts: lib/pool.js has no Pool#getConnection').toBe('function');
+    expect(typeof lib('create_connection.js'), 'modules.ts: lib/create_connection.js no longer exports createConnection itself').toBe('function');
+    expect(lib('pool_connection.js'), 'modules.ts: lib/pool_connection.js is no longer the PoolConnection class').toBe(mysql.PoolConnection);
+    // mysql2/promise's own requires, which is why the files are hooked and not only the main module.
+    const loaded = Object.keys(require.cache).filter((key) => key.startsWith(join(dir, 'lib')));
+    for (const file of ['connection.js', 'pool.js', 'pool_connection.js', 'create_connection.js']) expect(loaded, `modules.ts: mysql2 no longer loads lib/${file}`).toContain(join(dir, 'lib', file));
   });
 });
