@@ -58,6 +58,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   declare private drivers: DatabaseDrivers;
   declare private grpcPatches: Map<object, MethodPatch[]> | undefined;
   declare private wrapperHost: WrapperHost | undefined;
+  declare private httpServerHost: WrapperHost | undefined;
 
   constructor(config: DeadlineInstrumentationConfig = {}) {
     super(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION, config);
@@ -65,12 +66,13 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
 
   /** What the wrappers read on every call: setConfig updates it, so a later config applies to them. */
   private host(): WrapperHost {
-    return (this.wrapperHost ??= new WrapperHost(
-      this.resolved,
-      this.propagatorForServer,
-      () => this.tracer,
-      () => this.isEnabled(),
-    ));
+    return (this.wrapperHost ??= new WrapperHost(this.resolved, this.propagatorForServer, () => this.tracer, () => this.isEnabled()));
+  }
+
+  /** The host of node:http(s) servers: off while `httpServer` is false. */
+  private serverHost(): WrapperHost {
+    const isOn = () => this.isEnabled() && this.resolved.httpServer;
+    return (this.httpServerHost ??= new WrapperHost(this.resolved, this.propagatorForServer, () => this.tracer, isOn));
   }
 
   override setConfig(config: DeadlineInstrumentationConfig = {}): void {
@@ -78,9 +80,10 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     super.setConfig(config);
     this.resolved = resolved;
     this.propagatorForServer = new DeadlinePropagator({ maxIncomingMs: resolved.maxIncomingMs, operation: 'http.server' });
-    if (this.wrapperHost !== undefined) {
-      this.wrapperHost.settings = resolved;
-      this.wrapperHost.serverPropagator = this.propagatorForServer;
+    for (const host of [this.wrapperHost, this.httpServerHost]) {
+      if (host === undefined) continue;
+      host.settings = resolved;
+      host.serverPropagator = this.propagatorForServer;
     }
   }
 
@@ -152,7 +155,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
       add(wrapMethod(exports, 'request', this, isActive, makeHttpWrapper(host, protocol, false)));
       add(wrapMethod(exports, 'get', this, isActive, makeHttpWrapper(host, protocol, true)));
       const server = (exports.Server as { prototype: Exports }).prototype;
-      patches.push(...patchServerPrototype(host, this, server));
+      patches.push(...patchServerPrototype(this.serverHost(), this, server));
     }
     // ESM named imports of builtins (`import { request } from 'node:http'`) follow the CJS exports after this.
     syncBuiltinESMExports();
