@@ -8,15 +8,10 @@ import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
 import { onSpanStartedUnderDeadline } from '../src/processor/started-spans';
 import { resolveConfig, type ResolvedConfig } from './config';
 import type { OutgoingCall } from './client/call';
+import type { DatabaseDrivers } from './db/modules';
 import { outgoingCallOf } from '../src/context';
-import { subscribeUndiciChannels } from './client/channels';
-import { makeFetchWrapper } from './client/fetch';
-import { makeHttpWrapper } from './client/http';
-import { makeUndiciWrapper } from './client/undici';
-import { DatabaseDrivers, MYSQL2_INSTRUMENTATION_SCOPE } from './db/modules';
-import { GRPC_JS_VERSIONS, patchGrpcJs } from './grpc/patch';
+import { loadPatchers, type Patchers } from './load-patchers';
 import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './names';
-import { patchServerPrototype } from './server/patch';
 import type { DeadlineInstrumentationConfig } from './types';
 import { unwrappedBy, wrapMethod, type MethodPatch } from './wrap';
 import { WrapperHost } from './wrapper-host';
@@ -32,6 +27,9 @@ function callIn(request?: object): OutgoingCall | undefined {
   const value = fromRequest ?? outgoingCallOf(context.active());
   return typeof value === 'object' && value !== null ? (value as OutgoingCall) : undefined;
 }
+
+/** Loaded by the first instrumentation's init(). */
+let patchers: Patchers;
 
 /** node:http requests whose call started inside an outer http instrumentation (found by its requestHook). */
 const requestCalls = new WeakMap<object, OutgoingCall>();
@@ -116,7 +114,8 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   readonly ioredisRequestHook = (span: Span, info?: { cmdArgs?: unknown }): void => this.drivers.slots.ioredis.hook(span, info?.cmdArgs);
 
   protected init(): InstrumentationNodeModuleDefinition[] {
-    this.drivers ??= new DatabaseDrivers(this, this.host(), () => this.isEnabled());
+    patchers ??= loadPatchers();
+    this.drivers ??= new patchers.DatabaseDrivers(this, this.host(), () => this.isEnabled());
     const modules = [
       ...this.drivers.definitions((driver) => this.resolved[driver]),
       new InstrumentationNodeModuleDefinition(
@@ -131,7 +130,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
       modules.push(
         new InstrumentationNodeModuleDefinition(
           '@grpc/grpc-js',
-          GRPC_JS_VERSIONS,
+          patchers.GRPC_JS_VERSIONS,
           (exports: Exports) => this.patchGrpc(exports),
           (exports: Exports | undefined) => this.unpatchGrpc(exports),
         ),
@@ -152,20 +151,20 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
       [https, 'https:'],
     ] as const) {
       const exports = module as unknown as Exports;
-      add(wrapMethod(exports, 'request', this, isActive, makeHttpWrapper(host, protocol, false)));
-      add(wrapMethod(exports, 'get', this, isActive, makeHttpWrapper(host, protocol, true)));
+      add(wrapMethod(exports, 'request', this, isActive, patchers.makeHttpWrapper(host, protocol, false)));
+      add(wrapMethod(exports, 'get', this, isActive, patchers.makeHttpWrapper(host, protocol, true)));
       const server = (exports.Server as { prototype: Exports }).prototype;
-      patches.push(...patchServerPrototype(this.serverHost(), this, server));
+      patches.push(...patchers.patchServerPrototype(this.serverHost(), this, server));
     }
     // ESM named imports of builtins (`import { request } from 'node:http'`) follow the CJS exports after this.
     syncBuiltinESMExports();
     if (typeof globalThis.fetch === 'function') {
-      add(wrapMethod(globalThis as unknown as Exports, 'fetch', this, isActive, makeFetchWrapper(host, 'fetch') as never));
+      add(wrapMethod(globalThis as unknown as Exports, 'fetch', this, isActive, patchers.makeFetchWrapper(host, 'fetch') as never));
     }
     this.patches = patches;
-    this.unsubscribeChannels = subscribeUndiciChannels(() => this.resolved);
+    this.unsubscribeChannels = patchers.subscribeUndiciChannels(() => this.resolved);
     // instrumentation-mysql2 has no requestHook: its spans reach us through DeadlineSpanProcessor.
-    this.unsubscribeMysqlSpans = onSpanStartedUnderDeadline(MYSQL2_INSTRUMENTATION_SCOPE, this.drivers.slots.mysql2.hook);
+    this.unsubscribeMysqlSpans = onSpanStartedUnderDeadline(patchers.MYSQL2_INSTRUMENTATION_SCOPE, this.drivers.slots.mysql2.hook);
     this.patchLoadedUndici();
   }
 
@@ -215,12 +214,12 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
           apiFn !== undefined && typeof getGlobalDispatcher === 'function'
             ? { apiFn, getGlobalDispatcher: getGlobalDispatcher as () => unknown }
             : undefined;
-        add(wrapMethod(target, api, this, isActive, makeUndiciWrapper(host, api, true, direct)));
+        add(wrapMethod(target, api, this, isActive, patchers.makeUndiciWrapper(host, api, true, direct)));
       }
-      add(wrapMethod(target, 'fetch', this, isActive, makeFetchWrapper(host, 'undici') as never));
+      add(wrapMethod(target, 'fetch', this, isActive, patchers.makeFetchWrapper(host, 'undici') as never));
     }
     if (dispatcher !== undefined) {
-      for (const api of UNDICI_APIS) add(wrapMethod(dispatcher, api, this, isActive, makeUndiciWrapper(host, api, false)));
+      for (const api of UNDICI_APIS) add(wrapMethod(dispatcher, api, this, isActive, patchers.makeUndiciWrapper(host, api, false)));
     }
     this.undiciPatches.set(moduleExports, patches);
     return moduleExports;
@@ -229,7 +228,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   private patchGrpc(moduleExports: Exports): Exports {
     this.grpcPatches ??= new Map();
     if (!this.grpcPatches.has(moduleExports)) {
-      this.grpcPatches.set(moduleExports, patchGrpcJs(this.host(), this, () => this.isEnabled(), moduleExports));
+      this.grpcPatches.set(moduleExports, patchers.patchGrpcJs(this.host(), this, () => this.isEnabled(), moduleExports));
     }
     return moduleExports;
   }
