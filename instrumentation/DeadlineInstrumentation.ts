@@ -13,11 +13,10 @@ import { outgoingCallOf } from '../src/context';
 import { loadPatchers, type Patchers } from './load-patchers';
 import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './names';
 import type { DeadlineInstrumentationConfig } from './types';
-import { unwrappedBy, wrapMethod, type MethodPatch } from './wrap';
+import { wrapMethod, type MethodPatch } from './wrap';
 import { WrapperHost } from './wrapper-host';
 
 type Exports = Record<string, unknown>;
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
 const UNDICI_APIS = ['request', 'stream', 'pipeline'] as const;
 
@@ -28,7 +27,7 @@ function callIn(request?: object): OutgoingCall | undefined {
   return typeof value === 'object' && value !== null ? (value as OutgoingCall) : undefined;
 }
 
-/** Loaded by the first instrumentation's init(). */
+/** Loaded when the first instrumentation is made. */
 let patchers: Patchers;
 
 /** node:http requests whose call started inside an outer http instrumentation (found by its requestHook). */
@@ -59,6 +58,10 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   declare private httpServerHost: WrapperHost | undefined;
 
   constructor(config: DeadlineInstrumentationConfig = {}) {
+    // Before super(), which makes OTel's require-in-the-middle hook if no instrumentation has yet:
+    // a builtin (node:http) first required through that hook is cached unpatched for an
+    // instrumentation registered after it (HttpInstrumentation, when the entry passes it our hooks).
+    patchers ??= loadPatchers();
     super(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION, config);
   }
 
@@ -114,7 +117,6 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   readonly ioredisRequestHook = (span: Span, info?: { cmdArgs?: unknown }): void => this.drivers.slots.ioredis.hook(span, info?.cmdArgs);
 
   protected init(): InstrumentationNodeModuleDefinition[] {
-    patchers ??= loadPatchers();
     this.drivers ??= new patchers.DatabaseDrivers(this, this.host(), () => this.isEnabled());
     const modules = [
       ...this.drivers.definitions((driver) => this.resolved[driver]),
@@ -122,7 +124,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
         'undici',
         ['>=6.0.0 <8'],
         (exports: Exports) => this.patchUndici(exports),
-        (exports: Exports | undefined) => this.unpatchUndici(exports),
+        (exports: Exports | undefined) => unpatch(this.undiciPatches, exports),
       ),
     ];
     // `grpc: false` leaves grpc-js alone: not even its module hook is set up.
@@ -132,7 +134,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
           '@grpc/grpc-js',
           patchers.GRPC_JS_VERSIONS,
           (exports: Exports) => this.patchGrpc(exports),
-          (exports: Exports | undefined) => this.unpatchGrpc(exports),
+          (exports: Exports | undefined) => unpatch(this.grpcPatches, exports),
         ),
       );
     }
@@ -172,7 +174,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     super.disable();
     for (const patch of this.patches ?? []) patch.restore();
     this.patches = undefined;
-    if (this.undiciPatches !== undefined) for (const exports of [...this.undiciPatches.keys()]) this.unpatchUndici(exports as Exports);
+    for (const exports of [...(this.undiciPatches?.keys() ?? [])]) unpatch(this.undiciPatches, exports);
     syncBuiltinESMExports();
     this.unsubscribeChannels?.();
     this.unsubscribeChannels = undefined;
@@ -193,55 +195,41 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   }
 
   private patchUndici(moduleExports: Exports): Exports {
-    this.undiciPatches ??= new Map();
-    if (this.undiciPatches.has(moduleExports)) return moduleExports;
-    const isActive = () => this.isEnabled();
-    const host = this.host();
-    const patches: MethodPatch[] = [];
-    const add = (patch: MethodPatch | undefined) => patch !== undefined && patches.push(patch);
-    // import-in-the-middle hands us the ESM namespace; its `default` is the CommonJS exports.
-    const isNamespace = (moduleExports as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag] === 'Module';
-    const targets = isNamespace && typeof moduleExports.default === 'object' ? [moduleExports, moduleExports.default as Exports] : [moduleExports];
-    const cjsExports = targets[targets.length - 1];
-    const dispatcher = (cjsExports.Dispatcher as { prototype?: Exports } | undefined)?.prototype;
-    const getGlobalDispatcher = cjsExports.getGlobalDispatcher;
-    for (const target of targets) {
-      for (const api of UNDICI_APIS) {
-        // Taken before the Dispatcher methods are wrapped below: the API itself, as undici's top-level functions call it.
-        const method = dispatcher?.[api];
-        const apiFn = typeof method === 'function' ? unwrappedBy(method as AnyFunction, this) : undefined;
-        const direct =
-          apiFn !== undefined && typeof getGlobalDispatcher === 'function'
-            ? { apiFn, getGlobalDispatcher: getGlobalDispatcher as () => unknown }
-            : undefined;
-        add(wrapMethod(target, api, this, isActive, patchers.makeUndiciWrapper(host, api, true, direct)));
+    return patchOnce((this.undiciPatches ??= new Map()), moduleExports, () => {
+      const isActive = () => this.isEnabled();
+      const host = this.host();
+      const patches: MethodPatch[] = [];
+      const add = (patch: MethodPatch | undefined) => patch !== undefined && patches.push(patch);
+      // import-in-the-middle hands us the ESM namespace; its `default` is the CommonJS exports.
+      const isNamespace = (moduleExports as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag] === 'Module';
+      const targets = isNamespace && typeof moduleExports.default === 'object' ? [moduleExports, moduleExports.default as Exports] : [moduleExports];
+      for (const target of targets) {
+        for (const api of UNDICI_APIS) add(wrapMethod(target, api, this, isActive, patchers.makeUndiciWrapper(host, api, true)));
+        add(wrapMethod(target, 'fetch', this, isActive, patchers.makeFetchWrapper(host, 'undici') as never));
       }
-      add(wrapMethod(target, 'fetch', this, isActive, patchers.makeFetchWrapper(host, 'undici') as never));
-    }
-    if (dispatcher !== undefined) {
-      for (const api of UNDICI_APIS) add(wrapMethod(dispatcher, api, this, isActive, patchers.makeUndiciWrapper(host, api, false)));
-    }
-    this.undiciPatches.set(moduleExports, patches);
-    return moduleExports;
+      const dispatcher = (targets[targets.length - 1].Dispatcher as { prototype?: Exports } | undefined)?.prototype;
+      if (dispatcher !== undefined) {
+        for (const api of UNDICI_APIS) add(wrapMethod(dispatcher, api, this, isActive, patchers.makeUndiciWrapper(host, api, false)));
+      }
+      return patches;
+    });
   }
 
   private patchGrpc(moduleExports: Exports): Exports {
-    this.grpcPatches ??= new Map();
-    if (!this.grpcPatches.has(moduleExports)) {
-      this.grpcPatches.set(moduleExports, patchers.patchGrpcJs(this.host(), this, () => this.isEnabled(), moduleExports));
-    }
-    return moduleExports;
+    return patchOnce((this.grpcPatches ??= new Map()), moduleExports, () =>
+      patchers.patchGrpcJs(this.host(), this, () => this.isEnabled(), moduleExports),
+    );
   }
+}
 
-  private unpatchGrpc(moduleExports: Exports | undefined): void {
-    if (moduleExports === undefined) return;
-    for (const patch of this.grpcPatches?.get(moduleExports) ?? []) patch.restore();
-    this.grpcPatches?.delete(moduleExports);
-  }
+/** Patches a module's exports once, keeping the patches under them for unpatch. */
+function patchOnce(patched: Map<object, MethodPatch[]>, moduleExports: Exports, patch: () => MethodPatch[]): Exports {
+  if (!patched.has(moduleExports)) patched.set(moduleExports, patch());
+  return moduleExports;
+}
 
-  private unpatchUndici(moduleExports: Exports | undefined): void {
-    if (moduleExports === undefined) return;
-    for (const patch of this.undiciPatches?.get(moduleExports) ?? []) patch.restore();
-    this.undiciPatches?.delete(moduleExports);
-  }
+function unpatch(patched: Map<object, MethodPatch[]> | undefined, moduleExports: object | undefined): void {
+  if (moduleExports === undefined) return;
+  for (const patch of patched?.get(moduleExports) ?? []) patch.restore();
+  patched?.delete(moduleExports);
 }
