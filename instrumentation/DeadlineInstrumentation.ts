@@ -20,18 +20,14 @@ type Exports = Record<string, unknown>;
 
 const UNDICI_APIS = ['request', 'stream', 'pipeline'] as const;
 
-/** A call object from the context a transport hook runs in, or from the request it was made with. */
-function callIn(request?: object): OutgoingCall | undefined {
-  const fromRequest = request === undefined ? undefined : requestCalls.get(request);
-  const value = fromRequest ?? outgoingCallOf(context.active());
+/** The call object of the context a transport hook runs in. */
+function activeCall(): OutgoingCall | undefined {
+  const value = outgoingCallOf(context.active());
   return typeof value === 'object' && value !== null ? (value as OutgoingCall) : undefined;
 }
 
 /** Loaded when the first instrumentation is made. */
 let patchers: Patchers;
-
-/** node:http requests whose call started inside an outer http instrumentation (found by its requestHook). */
-const requestCalls = new WeakMap<object, OutgoingCall>();
 
 /**
  * Carries the active deadline into every outgoing call made with global
@@ -97,12 +93,12 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   readonly httpRequestHook = (span: Span, request: object): void => {
     // instrumentation-http calls it for incoming requests too, with their server span: no outgoing call is made there.
     if (request instanceof http.IncomingMessage) return;
-    callIn(request)?.addSpan(span);
+    activeCall()?.addSpan(span);
   };
 
   /** Pass as `requestHook` to UndiciInstrumentation, for the same reason as httpRequestHook. */
   readonly undiciRequestHook = (span: Span): void => {
-    callIn()?.addSpan(span);
+    activeCall()?.addSpan(span);
   };
 
   /**
