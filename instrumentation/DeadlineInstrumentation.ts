@@ -2,7 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
-import { context, type Span } from '@opentelemetry/api';
+import { context, type Span, type Tracer } from '@opentelemetry/api';
 import { InstrumentationBase, InstrumentationNodeModuleDefinition } from '@opentelemetry/instrumentation';
 import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
 import { onSpanStartedUnderDeadline } from '../src/processor/started-spans';
@@ -14,9 +14,13 @@ import { loadPatchers, type Patchers } from './load-patchers';
 import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './names';
 import type { DeadlineInstrumentationConfig } from './types';
 import { wrapMethod, type MethodPatch } from './wrap';
-import { WrapperHost } from './wrapper-host';
+import type { ClientHost } from './call/host';
+import type { ServerHost } from './server/listener';
 
 type Exports = Record<string, unknown>;
+
+/** What every wrapper reads on each call: the instrumentation's current config, tracer and switches. */
+type WrapperHost = ClientHost & ServerHost & { readonly grpcEnabled: boolean };
 
 const UNDICI_APIS = ['request', 'stream', 'pipeline'] as const;
 
@@ -61,15 +65,35 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     super(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION, config);
   }
 
-  /** What the wrappers read on every call: setConfig updates it, so a later config applies to them. */
   private host(): WrapperHost {
-    return (this.wrapperHost ??= new WrapperHost(this.resolved, this.propagatorForServer, () => this.tracer, () => this.isEnabled()));
+    return (this.wrapperHost ??= this.makeHost(() => this.isEnabled()));
   }
 
   /** The host of node:http(s) servers: off while `httpServer` is false. */
   private serverHost(): WrapperHost {
-    const isOn = () => this.isEnabled() && this.resolved.httpServer;
-    return (this.httpServerHost ??= new WrapperHost(this.resolved, this.propagatorForServer, () => this.tracer, isOn));
+    return (this.httpServerHost ??= this.makeHost(() => this.isEnabled() && this.resolved.httpServer));
+  }
+
+  private makeHost(isEnabled: () => boolean): WrapperHost {
+    const settings = () => this.resolved;
+    const serverPropagator = () => this.propagatorForServer;
+    // The instrumentation's tracer follows setTracerProvider.
+    const tracer = (): Tracer => this.tracer;
+    return {
+      get settings() {
+        return settings();
+      },
+      get serverPropagator() {
+        return serverPropagator();
+      },
+      get tracer() {
+        return tracer();
+      },
+      get grpcEnabled() {
+        return settings().grpc;
+      },
+      isEnabled,
+    };
   }
 
   override setConfig(config: DeadlineInstrumentationConfig = {}): void {
@@ -77,11 +101,6 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     super.setConfig(config);
     this.resolved = resolved;
     this.propagatorForServer = new DeadlinePropagator({ maxIncomingMs: resolved.maxIncomingMs, operation: 'http.server' });
-    for (const host of [this.wrapperHost, this.httpServerHost]) {
-      if (host === undefined) continue;
-      host.settings = resolved;
-      host.serverPropagator = this.propagatorForServer;
-    }
   }
 
   /**
