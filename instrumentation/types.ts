@@ -79,20 +79,13 @@ export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
   trustReply?: (reply: ReplyInfo) => boolean;
   /** Calls for which this returns true are passed through untouched. */
   ignoreOutgoingRequest?: (info: OutgoingRequestInfo) => boolean;
-  /**
-   * `false` passes every global `fetch` call through untouched, as if
-   * `ignoreOutgoingRequest` returned true for it. Default true.
-   * Env: `OTEL_DEADLINE_FETCH_ENABLED=false`.
-   */
+  /** `false` passes every global `fetch` call through as if `ignoreOutgoingRequest` said so. Default true. */
   fetch?: boolean;
   /** The same for undici from npm: `request`, `stream`, `pipeline`, `fetch` and dispatchers. Default true. */
   undici?: boolean;
   /** The same for node:http and node:https clients (`request`, `get`). Default true. */
   httpClient?: boolean;
-  /**
-   * `false` leaves node:http and node:https servers alone: no request is
-   * given a deadline or rejected early. Default true.
-   */
+  /** `false` leaves node:http(s) servers alone: no deadline from the caller, no early reject. Default true. */
   httpServer?: boolean;
   /**
    * PostgreSQL through `pg` 8.x: refuse statements the deadline has no time
