@@ -2,38 +2,36 @@ import http from 'node:http';
 import https from 'node:https';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
-import { context, type Span } from '@opentelemetry/api';
+import { context, type Span, type Tracer } from '@opentelemetry/api';
 import { InstrumentationBase, InstrumentationNodeModuleDefinition } from '@opentelemetry/instrumentation';
 import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
 import { onSpanStartedUnderDeadline } from '../src/processor/started-spans';
 import { resolveConfig, type ResolvedConfig } from './config';
 import type { OutgoingCall } from './client/call';
+import type { DatabaseDrivers } from './db/modules';
 import { outgoingCallIn } from './call/wire-context';
-import { subscribeUndiciChannels } from './client/channels';
-import { makeFetchWrapper } from './client/fetch';
-import { makeHttpWrapper } from './client/http';
-import { makeUndiciWrapper } from './client/undici';
-import { DatabaseDrivers, MYSQL2_INSTRUMENTATION_SCOPE } from './db/modules';
-import { GRPC_JS_VERSIONS, patchGrpcJs } from './grpc/patch';
+import { loadPatchers, type Patchers } from './load-patchers';
 import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './names';
-import { patchServerPrototype } from './server/patch';
 import type { DeadlineInstrumentationConfig } from './types';
 import { wrapMethod, type MethodPatch } from './wrap';
-import { WrapperHost } from './wrapper-host';
+import type { ClientHost } from './call/host';
+import type { ServerHost } from './server/listener';
 
 type Exports = Record<string, unknown>;
 
+/** What every wrapper reads on each call: the instrumentation's current config, tracer and switches. */
+type WrapperHost = ClientHost & ServerHost & { readonly grpcEnabled: boolean };
+
 const UNDICI_APIS = ['request', 'stream', 'pipeline'] as const;
 
-/** A call object from the context a transport hook runs in, or from the request it was made with. */
-function callIn(request?: object): OutgoingCall | undefined {
-  const fromRequest = request === undefined ? undefined : requestCalls.get(request);
-  const value = fromRequest ?? outgoingCallIn(context.active());
+/** The call object of the context a transport hook runs in. */
+function activeCall(): OutgoingCall | undefined {
+  const value = outgoingCallIn(context.active());
   return typeof value === 'object' && value !== null ? (value as OutgoingCall) : undefined;
 }
 
-/** node:http requests whose call started inside an outer http instrumentation (found by its requestHook). */
-const requestCalls = new WeakMap<object, OutgoingCall>();
+/** Loaded when the first instrumentation is made. */
+let patchers: Patchers;
 
 /**
  * Carries the active deadline into every outgoing call made with global
@@ -57,19 +55,45 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   declare private drivers: DatabaseDrivers;
   declare private grpcPatches: Map<object, MethodPatch[]> | undefined;
   declare private wrapperHost: WrapperHost | undefined;
+  declare private httpServerHost: WrapperHost | undefined;
 
   constructor(config: DeadlineInstrumentationConfig = {}) {
+    // Before super(), which makes OTel's require-in-the-middle hook if no instrumentation has yet:
+    // a builtin (node:http) first required through that hook is cached unpatched for an
+    // instrumentation registered after it (HttpInstrumentation, when the entry passes it our hooks).
+    patchers ??= loadPatchers();
     super(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION, config);
   }
 
-  /** What the wrappers read on every call: setConfig updates it, so a later config applies to them. */
   private host(): WrapperHost {
-    return (this.wrapperHost ??= new WrapperHost(
-      this.resolved,
-      this.propagatorForServer,
-      () => this.tracer,
-      () => this.isEnabled(),
-    ));
+    return (this.wrapperHost ??= this.makeHost(() => this.isEnabled()));
+  }
+
+  /** The host of node:http(s) servers: off while `httpServer` is false. */
+  private serverHost(): WrapperHost {
+    return (this.httpServerHost ??= this.makeHost(() => this.isEnabled() && this.resolved.httpServer));
+  }
+
+  private makeHost(isEnabled: () => boolean): WrapperHost {
+    const settings = () => this.resolved;
+    const serverPropagator = () => this.propagatorForServer;
+    // The instrumentation's tracer follows setTracerProvider.
+    const tracer = (): Tracer => this.tracer;
+    return {
+      get settings() {
+        return settings();
+      },
+      get serverPropagator() {
+        return serverPropagator();
+      },
+      get tracer() {
+        return tracer();
+      },
+      get grpcEnabled() {
+        return settings().grpc;
+      },
+      isEnabled,
+    };
   }
 
   override setConfig(config: DeadlineInstrumentationConfig = {}): void {
@@ -77,10 +101,6 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     super.setConfig(config);
     this.resolved = resolved;
     this.propagatorForServer = new DeadlinePropagator({ maxIncomingMs: resolved.maxIncomingMs, operation: 'http.server' });
-    if (this.wrapperHost !== undefined) {
-      this.wrapperHost.settings = resolved;
-      this.wrapperHost.serverPropagator = this.propagatorForServer;
-    }
   }
 
   /**
@@ -92,12 +112,12 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   readonly httpRequestHook = (span: Span, request: object): void => {
     // instrumentation-http calls it for incoming requests too, with their server span: no outgoing call is made there.
     if (request instanceof http.IncomingMessage) return;
-    callIn(request)?.addSpan(span);
+    activeCall()?.addSpan(span);
   };
 
   /** Pass as `requestHook` to UndiciInstrumentation, for the same reason as httpRequestHook. */
   readonly undiciRequestHook = (span: Span): void => {
-    callIn()?.addSpan(span);
+    activeCall()?.addSpan(span);
   };
 
   /**
@@ -112,14 +132,14 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   readonly ioredisRequestHook = (span: Span, info?: { cmdArgs?: unknown }): void => this.drivers.slots.ioredis.hook(span, info?.cmdArgs);
 
   protected init(): InstrumentationNodeModuleDefinition[] {
-    this.drivers ??= new DatabaseDrivers(this, this.host(), () => this.isEnabled());
+    this.drivers ??= new patchers.DatabaseDrivers(this, this.host(), () => this.isEnabled());
     const modules = [
       ...this.drivers.definitions((driver) => this.resolved[driver]),
       new InstrumentationNodeModuleDefinition(
         'undici',
         ['>=6.0.0 <8'],
         (exports: Exports) => this.patchUndici(exports),
-        (exports: Exports | undefined) => this.unpatchUndici(exports),
+        (exports: Exports | undefined) => unpatch(this.undiciPatches, exports),
       ),
     ];
     // `grpc: false` leaves grpc-js alone: not even its module hook is set up.
@@ -127,9 +147,9 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
       modules.push(
         new InstrumentationNodeModuleDefinition(
           '@grpc/grpc-js',
-          GRPC_JS_VERSIONS,
+          patchers.GRPC_JS_VERSIONS,
           (exports: Exports) => this.patchGrpc(exports),
-          (exports: Exports | undefined) => this.unpatchGrpc(exports),
+          (exports: Exports | undefined) => unpatch(this.grpcPatches, exports),
         ),
       );
     }
@@ -148,20 +168,20 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
       [https, 'https:'],
     ] as const) {
       const exports = module as unknown as Exports;
-      add(wrapMethod(exports, 'request', this, isActive, makeHttpWrapper(host, protocol, false)));
-      add(wrapMethod(exports, 'get', this, isActive, makeHttpWrapper(host, protocol, true)));
+      add(wrapMethod(exports, 'request', this, isActive, patchers.makeHttpWrapper(host, protocol, false)));
+      add(wrapMethod(exports, 'get', this, isActive, patchers.makeHttpWrapper(host, protocol, true)));
       const server = (exports.Server as { prototype: Exports }).prototype;
-      patches.push(...patchServerPrototype(host, this, server));
+      patches.push(...patchers.patchServerPrototype(this.serverHost(), this, server));
     }
     // ESM named imports of builtins (`import { request } from 'node:http'`) follow the CJS exports after this.
     syncBuiltinESMExports();
     if (typeof globalThis.fetch === 'function') {
-      add(wrapMethod(globalThis as unknown as Exports, 'fetch', this, isActive, makeFetchWrapper(host, 'fetch') as never));
+      add(wrapMethod(globalThis as unknown as Exports, 'fetch', this, isActive, patchers.makeFetchWrapper(host, 'fetch') as never));
     }
     this.patches = patches;
-    this.unsubscribeChannels = subscribeUndiciChannels(() => this.resolved);
+    this.unsubscribeChannels = patchers.subscribeUndiciChannels(() => this.resolved);
     // instrumentation-mysql2 has no requestHook: its spans reach us through DeadlineSpanProcessor.
-    this.unsubscribeMysqlSpans = onSpanStartedUnderDeadline(MYSQL2_INSTRUMENTATION_SCOPE, this.drivers.slots.mysql2.hook);
+    this.unsubscribeMysqlSpans = onSpanStartedUnderDeadline(patchers.MYSQL2_INSTRUMENTATION_SCOPE, this.drivers.slots.mysql2.hook);
     this.patchLoadedUndici();
   }
 
@@ -169,7 +189,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     super.disable();
     for (const patch of this.patches ?? []) patch.restore();
     this.patches = undefined;
-    if (this.undiciPatches !== undefined) for (const exports of [...this.undiciPatches.keys()]) this.unpatchUndici(exports as Exports);
+    for (const exports of [...(this.undiciPatches?.keys() ?? [])]) unpatch(this.undiciPatches, exports);
     syncBuiltinESMExports();
     this.unsubscribeChannels?.();
     this.unsubscribeChannels = undefined;
@@ -190,44 +210,41 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   }
 
   private patchUndici(moduleExports: Exports): Exports {
-    this.undiciPatches ??= new Map();
-    if (this.undiciPatches.has(moduleExports)) return moduleExports;
-    const isActive = () => this.isEnabled();
-    const host = this.host();
-    const patches: MethodPatch[] = [];
-    const add = (patch: MethodPatch | undefined) => patch !== undefined && patches.push(patch);
-    // import-in-the-middle hands us the ESM namespace; its `default` is the CommonJS exports.
-    const isNamespace = (moduleExports as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag] === 'Module';
-    const targets = isNamespace && typeof moduleExports.default === 'object' ? [moduleExports, moduleExports.default as Exports] : [moduleExports];
-    const dispatcher = (targets[targets.length - 1].Dispatcher as { prototype?: Exports } | undefined)?.prototype;
-    for (const target of targets) {
-      for (const api of UNDICI_APIS) add(wrapMethod(target, api, this, isActive, makeUndiciWrapper(host, api, true)));
-      add(wrapMethod(target, 'fetch', this, isActive, makeFetchWrapper(host, 'undici') as never));
-    }
-    if (dispatcher !== undefined) {
-      for (const api of UNDICI_APIS) add(wrapMethod(dispatcher, api, this, isActive, makeUndiciWrapper(host, api, false)));
-    }
-    this.undiciPatches.set(moduleExports, patches);
-    return moduleExports;
+    return patchOnce((this.undiciPatches ??= new Map()), moduleExports, () => {
+      const isActive = () => this.isEnabled();
+      const host = this.host();
+      const patches: MethodPatch[] = [];
+      const add = (patch: MethodPatch | undefined) => patch !== undefined && patches.push(patch);
+      // import-in-the-middle hands us the ESM namespace; its `default` is the CommonJS exports.
+      const isNamespace = (moduleExports as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag] === 'Module';
+      const targets = isNamespace && typeof moduleExports.default === 'object' ? [moduleExports, moduleExports.default as Exports] : [moduleExports];
+      for (const target of targets) {
+        for (const api of UNDICI_APIS) add(wrapMethod(target, api, this, isActive, patchers.makeUndiciWrapper(host, api, true)));
+        add(wrapMethod(target, 'fetch', this, isActive, patchers.makeFetchWrapper(host, 'undici') as never));
+      }
+      const dispatcher = (targets[targets.length - 1].Dispatcher as { prototype?: Exports } | undefined)?.prototype;
+      if (dispatcher !== undefined) {
+        for (const api of UNDICI_APIS) add(wrapMethod(dispatcher, api, this, isActive, patchers.makeUndiciWrapper(host, api, false)));
+      }
+      return patches;
+    });
   }
 
   private patchGrpc(moduleExports: Exports): Exports {
-    this.grpcPatches ??= new Map();
-    if (!this.grpcPatches.has(moduleExports)) {
-      this.grpcPatches.set(moduleExports, patchGrpcJs(this.host(), this, () => this.isEnabled(), moduleExports));
-    }
-    return moduleExports;
+    return patchOnce((this.grpcPatches ??= new Map()), moduleExports, () =>
+      patchers.patchGrpcJs(this.host(), this, () => this.isEnabled(), moduleExports),
+    );
   }
+}
 
-  private unpatchGrpc(moduleExports: Exports | undefined): void {
-    if (moduleExports === undefined) return;
-    for (const patch of this.grpcPatches?.get(moduleExports) ?? []) patch.restore();
-    this.grpcPatches?.delete(moduleExports);
-  }
+/** Patches a module's exports once, keeping the patches under them for unpatch. */
+function patchOnce(patched: Map<object, MethodPatch[]>, moduleExports: Exports, patch: () => MethodPatch[]): Exports {
+  if (!patched.has(moduleExports)) patched.set(moduleExports, patch());
+  return moduleExports;
+}
 
-  private unpatchUndici(moduleExports: Exports | undefined): void {
-    if (moduleExports === undefined) return;
-    for (const patch of this.undiciPatches?.get(moduleExports) ?? []) patch.restore();
-    this.undiciPatches?.delete(moduleExports);
-  }
+function unpatch(patched: Map<object, MethodPatch[]> | undefined, moduleExports: object | undefined): void {
+  if (moduleExports === undefined) return;
+  for (const patch of patched?.get(moduleExports) ?? []) patch.restore();
+  patched?.delete(moduleExports);
 }

@@ -12,7 +12,9 @@ export interface ResolvedConfig {
   defaultTimeoutMs: number | undefined;
   trustIncoming: ((request: IncomingMessage) => boolean) | undefined;
   rejectStatusCode: number;
+  /** The user's hook, and the client transports switched off (`fetch`, `undici`, `httpClient`). */
   ignoreOutgoingRequest: ((info: OutgoingRequestInfo) => boolean) | undefined;
+  httpServer: boolean;
   /** Per database driver: false leaves it alone. */
   pg: boolean;
   mysql2: boolean;
@@ -76,6 +78,17 @@ function resolveTrustReply(
   return () => true;
 }
 
+/** `ignoreOutgoingRequest` with the calls of every client transport switched off added. */
+function resolveIgnore(config: DeadlineInstrumentationConfig): ResolvedConfig['ignoreOutgoingRequest'] {
+  const hook = optionalFunction<(info: OutgoingRequestInfo) => boolean>('ignoreOutgoingRequest', config.ignoreOutgoingRequest);
+  const off = new Set<OutgoingRequestInfo['transport']>();
+  if (optionalBoolean('fetch', config.fetch) === false) off.add('fetch');
+  if (optionalBoolean('undici', config.undici) === false) off.add('undici');
+  if (optionalBoolean('httpClient', config.httpClient) === false) off.add('http');
+  if (off.size === 0) return hook;
+  return (info) => off.has(info.transport) || (hook !== undefined && hook(info));
+}
+
 export function resolveConfig(config: DeadlineInstrumentationConfig): ResolvedConfig {
   const mode = config.mode ?? 'enforce';
   if (!MODES.includes(mode)) throw new TypeError(`mode must be one of ${MODES.join(', ')}, got ${String(mode)}`);
@@ -92,7 +105,8 @@ export function resolveConfig(config: DeadlineInstrumentationConfig): ResolvedCo
     defaultTimeoutMs,
     trustIncoming: optionalFunction('trustIncoming', config.trustIncoming),
     rejectStatusCode: status,
-    ignoreOutgoingRequest: optionalFunction('ignoreOutgoingRequest', config.ignoreOutgoingRequest),
+    ignoreOutgoingRequest: resolveIgnore(config),
+    httpServer: optionalBoolean('httpServer', config.httpServer) ?? true,
     pg: optionalBoolean('pg', config.pg) ?? true,
     mysql2: optionalBoolean('mysql2', config.mysql2) ?? true,
     ioredis: optionalBoolean('ioredis', config.ioredis) ?? true,

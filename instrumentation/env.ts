@@ -22,8 +22,12 @@ export function readMs(env: NodeJS.ProcessEnv, name: string): number | undefined
   return Number(text);
 }
 
-/** OTEL_DEADLINE_<NAME>_ENABLED: `false` leaves that database driver (or grpc-js) alone. */
-const DRIVER_SWITCHES = [
+/** OTEL_DEADLINE_<NAME>_ENABLED: `false` leaves that transport side or database driver alone. */
+const SWITCHES = [
+  ['fetch', 'OTEL_DEADLINE_FETCH_ENABLED'],
+  ['undici', 'OTEL_DEADLINE_UNDICI_ENABLED'],
+  ['httpClient', 'OTEL_DEADLINE_HTTP_CLIENT_ENABLED'],
+  ['httpServer', 'OTEL_DEADLINE_HTTP_SERVER_ENABLED'],
   ['pg', 'OTEL_DEADLINE_PG_ENABLED'],
   ['mysql2', 'OTEL_DEADLINE_MYSQL2_ENABLED'],
   ['ioredis', 'OTEL_DEADLINE_IOREDIS_ENABLED'],
@@ -67,7 +71,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv): DeadlineInstrumentationCo
   if (maxIncomingMs !== undefined) config.maxIncomingMs = maxIncomingMs;
   if (minUsefulMs !== undefined) config.minUsefulMs = minUsefulMs;
   if (defaultTimeoutMs !== undefined) config.defaultTimeoutMs = defaultTimeoutMs;
-  for (const [option, name] of DRIVER_SWITCHES) {
+  for (const [option, name] of SWITCHES) {
     const enabled = readSwitch(env, name);
     if (enabled !== undefined) config[option] = enabled;
   }

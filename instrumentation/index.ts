@@ -1,5 +1,4 @@
-// Transport instrumentation: fetch, undici 7, node:http/https clients and servers.
+// Transport instrumentation: fetch, undici, node:http/https clients and servers, the database drivers and grpc-js.
 export { DeadlineInstrumentation } from './DeadlineInstrumentation';
-export type { DeadlineInstrumentationConfig, DeadlineMode, OutgoingRequestInfo, PropagateTo, ReplyInfo } from './types';
-export { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT, HEADER_DEADLINE_EXPIRED } from './names';
+export type { DeadlineInstrumentationConfig, DeadlineMode, IncomingGrpcCallInfo, OutgoingRequestInfo, PropagateTo, ReplyInfo } from './types';
 export { DeadlineEnvError } from './env';

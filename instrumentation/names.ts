@@ -1,12 +1,9 @@
-/** Names this instrumentation adds to the core's contract in src/attributes.ts (grouped there too). */
 import { DeadlineAttributes } from '../src/attributes';
 
 /** Observe mode: the call or request would have been aborted at its cutoff or by a disconnect. */
 export const ATTR_DEADLINE_WOULD_ABORT = DeadlineAttributes.WOULD_ABORT;
 /** Observe mode: the call would have been refused, or the request rejected on arrival. */
 export const ATTR_DEADLINE_WOULD_REJECT = DeadlineAttributes.WOULD_REJECT;
-
-/** Kept here too for code that imported it from the instrumentation; the agent helpers share it from src/. */
 export { HEADER_DEADLINE_EXPIRED } from '../src/attributes';
 
 /** The instrumentation scope name of DeadlineInstrumentation's own spans. */

@@ -79,6 +79,14 @@ export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
   trustReply?: (reply: ReplyInfo) => boolean;
   /** Calls for which this returns true are passed through untouched. */
   ignoreOutgoingRequest?: (info: OutgoingRequestInfo) => boolean;
+  /** `false` passes every global `fetch` call through as if `ignoreOutgoingRequest` said so. Default true. */
+  fetch?: boolean;
+  /** The same for undici from npm: `request`, `stream`, `pipeline`, `fetch` and dispatchers. Default true. */
+  undici?: boolean;
+  /** The same for node:http and node:https clients (`request`, `get`). Default true. */
+  httpClient?: boolean;
+  /** `false` leaves node:http(s) servers alone: no deadline from the caller, no early reject. Default true. */
+  httpServer?: boolean;
   /**
    * PostgreSQL through `pg` 8.x: refuse statements the deadline has no time
    * for, cut pool waits, and cancel statements in flight at the cutoff

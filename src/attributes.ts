@@ -1,4 +1,9 @@
-/** Span attribute, event, metric and wire names. These strings are the public contract. */
+/**
+ * Span attribute, metric and wire names. These strings are the public
+ * contract; the package exports them grouped (DeadlineAttributes,
+ * DeadlineMetrics, DeadlineHeaders), and the flat constants are for the
+ * package's own code.
+ */
 
 export const ATTR_DEADLINE_AT_MS = 'deadline.at_ms';
 export const ATTR_DEADLINE_REMAINING_MS = 'deadline.remaining_ms';
@@ -45,10 +50,6 @@ export const HEADER_RUN_DEADLINE_MS = 'x-run-deadline-ms';
 /** Set to `1` on the early-reject reply of a server that refused a request for lack of time. */
 export const HEADER_DEADLINE_EXPIRED = 'x-deadline-expired';
 export const BAGGAGE_DEADLINE_KEY = 'deadline.at_ms';
-
-// The same names grouped by what they name, for code that reads spans, metrics
-// or headers: `DeadlineAttributes.OUTCOME` instead of ATTR_DEADLINE_OUTCOME.
-// The flat constants above stay exported and equal.
 
 /** Span attribute names the span processor (and the instrumentation's observe mode) writes. */
 export const DeadlineAttributes = {

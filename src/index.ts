@@ -19,6 +19,12 @@ export {
   type IncomingDeadline,
 } from './propagation/DeadlinePropagator';
 export { DeadlineSpanProcessor, type DeadlineSpanProcessorConfig } from './processor/DeadlineSpanProcessor';
-export * from './attributes';
+export {
+  DeadlineAttributes,
+  DeadlineMetrics,
+  DeadlineHeaders,
+  type DeadlineOutcome,
+  type DeadlineViolation,
+} from './attributes';
 export * from './agent';
 export * from '../instrumentation';

@@ -77,6 +77,50 @@ describe('packaging (built output, real child processes)', () => {
     });
   });
 
+  it('exports each name once, at the package root', async () => {
+    const { stdout } = await node('exports.cjs', `console.log(JSON.stringify(Object.keys(require('otel-deadline')).sort()));`);
+    expect(JSON.parse(stdout)).toEqual(
+      [
+        ...['openDeadline', 'withDeadline', 'getDeadline', 'setDeadline', 'MAX_DEADLINE_MS'],
+        ...['DeadlineExceededError', 'InsufficientBudgetError', 'DeadlineCancelledError', 'isDeadlineError', 'DeadlineEnvError'],
+        ...['DEADLINE_HTTP_STATUS', 'CANCELLED_HTTP_STATUS', 'expressDeadlineErrors', 'koaDeadlineErrors', 'honoDeadlineErrors'],
+        ...['DeadlinePropagator', 'DeadlineSpanProcessor', 'DeadlineInstrumentation'],
+        ...['DeadlineAttributes', 'DeadlineMetrics', 'DeadlineHeaders', 'RetryEvent', 'ToolEvents', 'ToolAttributes'],
+        ...['retryWithinDeadline', 'defaultRetryable', 'carriesDeadlineExpired', 'admit', 'withAdmission'],
+        ...['toDeadlineEnvelope', 'readDeadlineEnvelope', 'admitEnvelope', 'withEnvelope', 'detach', 'recordToolEvent', 'runTool'],
+      ].sort(),
+    );
+  });
+
+  // The transport patchers and the drivers they patch: what the package root must not load.
+  const patcherFiles = `Object.keys(require.cache).filter((file) =>
+    /[\\\\/]instrumentation[\\\\/](client|db|grpc|server)[\\\\/]/.test(file) ||
+    /[\\\\/]node_modules[\\\\/](undici|pg|mysql2|ioredis|@grpc[\\\\/]grpc-js)[\\\\/]/.test(file)).length`;
+
+  it('loads no transport patcher until a DeadlineInstrumentation is made (require)', async () => {
+    const { stdout } = await node(
+      'lazy.cjs',
+      `const root = require('otel-deadline');
+       const atRoot = ${patcherFiles};
+       new root.DeadlineInstrumentation({ enabled: false });
+       console.log(JSON.stringify({ atRoot, made: ${patcherFiles} > 0 }));`,
+    );
+    expect(JSON.parse(stdout)).toEqual({ atRoot: 0, made: true });
+  });
+
+  it('loads no transport patcher until a DeadlineInstrumentation is made (import)', async () => {
+    const { stdout } = await node(
+      'lazy.mjs',
+      `import { createRequire } from 'node:module';
+       import { DeadlineInstrumentation } from 'otel-deadline';
+       const require = createRequire(import.meta.url);
+       const atRoot = ${patcherFiles};
+       new DeadlineInstrumentation({ enabled: false });
+       console.log(JSON.stringify({ atRoot, made: ${patcherFiles} > 0 }));`,
+    );
+    expect(JSON.parse(stdout)).toEqual({ atRoot: 0, made: true });
+  });
+
   it('does not keep a process alive for a pending one-hour deadline', async () => {
     const { stdout, ms } = await node(
       'pending.cjs',

@@ -3,7 +3,7 @@
 // propagation.inject on the way out, propagation.extract on the way in.
 import { createServer, request } from 'node:http';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import { ATTR_DEADLINE_OUTCOME, getDeadline } from 'otel-deadline';
+import { DeadlineAttributes, getDeadline } from 'otel-deadline';
 
 const tracer = trace.getTracer('otel-deadline-example');
 
@@ -88,7 +88,7 @@ export async function serve(name, handler) {
       const span = tracer.startSpan(`${name} ${req.url}`, { kind: SpanKind.SERVER }, incoming);
       const deadline = getDeadline(incoming);
       if (deadline?.aborted || deadline?.expired) {
-        span.setAttribute(ATTR_DEADLINE_OUTCOME, 'not_started');
+        span.setAttribute(DeadlineAttributes.OUTCOME, 'not_started');
         span.setStatus({ code: SpanStatusCode.ERROR, message: 'DEADLINE_EXCEEDED' });
         span.end();
         return send(res, 504, { code: 'DEADLINE_EXCEEDED' }, { 'x-deadline-expired': '1' });

@@ -7,7 +7,7 @@
 import { createServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import { ATTR_DEADLINE_OUTCOME, getDeadline, openDeadline, setDeadline } from 'otel-deadline';
+import { DeadlineAttributes, getDeadline, openDeadline, setDeadline } from 'otel-deadline';
 
 const tracer = trace.getTracer('otel-deadline-demo');
 const instrumented = process.env.DEMO_TELEMETRY === 'register';
@@ -144,7 +144,7 @@ export function serve({ routes, metrics, edgeTimeoutMs }) {
     if (hop !== undefined) res.setHeader('x-trace-id', hop.spanContext().traceId);
     try {
       if (deadline?.expired) {
-        own?.setAttribute(ATTR_DEADLINE_OUTCOME, 'not_started');
+        own?.setAttribute(DeadlineAttributes.OUTCOME, 'not_started');
         return send(res, 504, { code: 'DEADLINE_EXCEEDED' }, { 'x-deadline-expired': '1' });
       }
       const body = await readJson(req);

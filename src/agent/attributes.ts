@@ -1,6 +1,8 @@
 /**
  * Span event and attribute names used by the agent helpers. Like the core's
- * names in ../attributes.ts, these strings are the public contract.
+ * names in ../attributes.ts, these strings are the public contract; the
+ * package exports them grouped (RetryEvent, ToolEvents, ToolAttributes), and
+ * the flat constants are for the helpers' own use.
  */
 
 /** One event per retry attempt (and one for an attempt refused for lack of budget). */
@@ -24,10 +26,6 @@ export type RetryDecision =
   | 'cancelled'
   | 'deadline_expired_reply';
 
-export const EVENT_TOOL_QUEUED = 'tool.queued';
-export const EVENT_TOOL_STARTED = 'tool.started';
-export const EVENT_TOOL_COMPLETED = 'tool.completed';
-export const EVENT_TOOL_ABORTED = 'tool.aborted';
 export type ToolEventName = 'tool.queued' | 'tool.started' | 'tool.completed' | 'tool.aborted';
 
 /**
@@ -48,19 +46,8 @@ export const ATTR_TOOL_ATTEMPT = 'tool.attempt';
 /** On `tool.aborted` for a failure that was not a deadline abort: the error's type name and code. */
 export const ATTR_TOOL_ERROR = 'tool.error';
 
-/** @deprecated No longer recorded: it repeated the trace id every event already has. */
-export const ATTR_TOOL_REQUEST_ID = 'tool.request_id';
-/** @deprecated No longer recorded: it repeated the span id; the model's call id is `gen_ai.tool.call.id`. */
-export const ATTR_TOOL_CALL_ID = 'tool.call_id';
-/** @deprecated No longer recorded: `gen_ai.tool.name` holds the tool's name. */
-export const ATTR_TOOL_OPERATION = 'tool.operation';
-/** @deprecated No longer recorded: it repeated the event's own timestamp. */
-export const ATTR_TOOL_OBSERVED_AT_MS = 'tool.observed_at_ms';
-
 /** On a `detach` root span: the trace the durable work was declared from. */
 export const ATTR_DETACHED_FROM_TRACE_ID = 'deadline.detached_from.trace_id';
-
-// The same names grouped, as in ../attributes.ts; the flat constants above stay exported and equal.
 
 /** The retry event and its attributes. */
 export const RetryEvent = {
@@ -72,27 +59,29 @@ export const RetryEvent = {
   ERROR: ATTR_RETRY_ERROR,
 } as const;
 
-/** Tool-call event names, and the attributes on them. */
+/** Tool-call event names. */
 export const ToolEvents = {
-  QUEUED: EVENT_TOOL_QUEUED,
-  STARTED: EVENT_TOOL_STARTED,
-  COMPLETED: EVENT_TOOL_COMPLETED,
-  ABORTED: EVENT_TOOL_ABORTED,
-} as const;
+  QUEUED: 'tool.queued',
+  STARTED: 'tool.started',
+  COMPLETED: 'tool.completed',
+  ABORTED: 'tool.aborted',
+} as const satisfies Record<string, ToolEventName>;
+
+/** The attributes on tool spans and events. */
 export const ToolAttributes = {
   GEN_AI_OPERATION_NAME: ATTR_GEN_AI_OPERATION_NAME,
   GEN_AI_TOOL_NAME: ATTR_GEN_AI_TOOL_NAME,
   GEN_AI_TOOL_CALL_ID: ATTR_GEN_AI_TOOL_CALL_ID,
-  /** @deprecated No longer recorded. */
-  REQUEST_ID: ATTR_TOOL_REQUEST_ID,
-  /** @deprecated No longer recorded. */
-  CALL_ID: ATTR_TOOL_CALL_ID,
   PARENT_CALL_ID: ATTR_TOOL_PARENT_CALL_ID,
-  /** @deprecated No longer recorded. */
-  OPERATION: ATTR_TOOL_OPERATION,
   ATTEMPT: ATTR_TOOL_ATTEMPT,
-  /** @deprecated No longer recorded. */
-  OBSERVED_AT_MS: ATTR_TOOL_OBSERVED_AT_MS,
   ERROR: ATTR_TOOL_ERROR,
   DETACHED_FROM_TRACE_ID: ATTR_DETACHED_FROM_TRACE_ID,
+  /** @deprecated No longer recorded: it repeated the trace id every event already has. */
+  REQUEST_ID: 'tool.request_id',
+  /** @deprecated No longer recorded: it repeated the span id; the model's call id is `gen_ai.tool.call.id`. */
+  CALL_ID: 'tool.call_id',
+  /** @deprecated No longer recorded: `gen_ai.tool.name` holds the tool's name. */
+  OPERATION: 'tool.operation',
+  /** @deprecated No longer recorded: it repeated the event's own timestamp. */
+  OBSERVED_AT_MS: 'tool.observed_at_ms',
 } as const;

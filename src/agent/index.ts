@@ -19,4 +19,4 @@ export {
 } from './envelope';
 export { detach, type DetachOptions, type DetachedJob } from './detach';
 export { recordToolEvent, runTool, type ToolEventDetails, type ToolOptions, type ToolCall } from './tool-events';
-export * from './attributes';
+export { RetryEvent, ToolEvents, ToolAttributes, type RetryDecision, type ToolEventName } from './attributes';

@@ -19,8 +19,7 @@ import {
 import type { IncomingHttpHeaders } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
-  ATTR_DEADLINE_BUDGET_MS,
-  ATTR_DEADLINE_WIRE_SKEW_MS,
+  DeadlineAttributes,
   DeadlinePropagator,
   getDeadline,
   openDeadline,
@@ -128,12 +127,12 @@ describe.each([
       // The skewed absolute value wins: shorter, never longer. The hop starts out expired.
       expect(budgetMs).toBe(0);
     }
-    expect(handlerSpanAttributes()[ATTR_DEADLINE_BUDGET_MS]).toBe(Math.round(budgetMs));
+    expect(handlerSpanAttributes()[DeadlineAttributes.BUDGET_MS]).toBe(Math.round(budgetMs));
   });
 
   it('shows the skew in deadline.wire_skew_ms on the receiving span', async () => {
     const { elapsedMs } = await sendFromSkewedSender(skewMs);
-    const wireSkew = handlerSpanAttributes()[ATTR_DEADLINE_WIRE_SKEW_MS] as number;
+    const wireSkew = handlerSpanAttributes()[DeadlineAttributes.WIRE_SKEW_MS] as number;
     expectWireSkew(wireSkew, skewMs, elapsedMs);
   });
 
@@ -144,7 +143,7 @@ describe.each([
     expect(budgetMs).toBeLessThanOrEqual(SENDER_BUDGET_MS);
     expect(budgetMs).toBeGreaterThanOrEqual(SENDER_BUDGET_MS - elapsedMs - 1);
     // The skew is still reported, for diagnosis.
-    expectWireSkew(handlerSpanAttributes()[ATTR_DEADLINE_WIRE_SKEW_MS] as number, skewMs, elapsedMs);
+    expectWireSkew(handlerSpanAttributes()[DeadlineAttributes.WIRE_SKEW_MS] as number, skewMs, elapsedMs);
   });
 
   it("clock: 'absolute' follows the sender's clock (why it is not the default)", async () => {

@@ -20,9 +20,7 @@ import { describe, expect, it } from 'vitest';
 import {
   DeadlinePropagator,
   getDeadline,
-  HEADER_AT_MS,
-  HEADER_BAGGAGE,
-  HEADER_REMAINING_MS,
+  DeadlineHeaders,
   openDeadline,
   setDeadline,
   type ClockPolicy,
@@ -191,7 +189,7 @@ const hostileGetters: { name: string; carrier: unknown; getter: TextMapGetter }[
   {
     name: 'header array that throws on every access',
     carrier: {
-      [HEADER_REMAINING_MS]: new Proxy([], {
+      [DeadlineHeaders.REMAINING_MS]: new Proxy([], {
         get() {
           throw new Error('trap');
         },
@@ -251,12 +249,12 @@ describe('DeadlinePropagator.read', () => {
 describe('model check: the smallest valid value wins', () => {
   const validCarrier = fc.record(
     {
-      [HEADER_REMAINING_MS]: fc.array(fc.integer({ min: 0, max: 600_000 }), { minLength: 1, maxLength: 4 }),
+      [DeadlineHeaders.REMAINING_MS]: fc.array(fc.integer({ min: 0, max: 600_000 }), { minLength: 1, maxLength: 4 }),
       'grpc-timeout': fc.array(fc.integer({ min: 0, max: 600 }), { minLength: 1, maxLength: 3 }),
       'connect-timeout-ms': fc.array(fc.integer({ min: 0, max: 600_000 }), { minLength: 1, maxLength: 3 }),
       'x-run-deadline-ms': fc.array(fc.integer({ min: 0, max: 600_000 }), { minLength: 1, maxLength: 3 }),
-      [HEADER_AT_MS]: fc.array(fc.integer({ min: 1_000, max: 600_000 }), { minLength: 1, maxLength: 3 }),
-      [HEADER_BAGGAGE]: fc.array(fc.integer({ min: 1_000, max: 600_000 }), { minLength: 1, maxLength: 3 }),
+      [DeadlineHeaders.AT_MS]: fc.array(fc.integer({ min: 1_000, max: 600_000 }), { minLength: 1, maxLength: 3 }),
+      [DeadlineHeaders.BAGGAGE]: fc.array(fc.integer({ min: 1_000, max: 600_000 }), { minLength: 1, maxLength: 3 }),
     },
     { requiredKeys: [] },
   );
@@ -274,10 +272,10 @@ describe('model check: the smallest valid value wins', () => {
           if (header === 'grpc-timeout') {
             carrier[header] = asHeader(values.map((s) => `${s}S`));
             relative.push(...values.map((s) => s * 1000));
-          } else if (header === HEADER_AT_MS) {
+          } else if (header === DeadlineHeaders.AT_MS) {
             carrier[header] = asHeader(values.map((d) => String(nowEpoch + d)));
             absolute.push(...values);
-          } else if (header === HEADER_BAGGAGE) {
+          } else if (header === DeadlineHeaders.BAGGAGE) {
             carrier[header] = values.map((d) => `k=v,deadline.at_ms=${nowEpoch + d};p=1`).join(',');
             absolute.push(...values);
           } else {
@@ -363,10 +361,10 @@ describe('linear work', () => {
   const KiB = 1024;
   /** Carrier shapes whose size grows with n bytes; each is built once, outside any measurement. */
   const shapes: { name: string; make(bytes: number): Record<string, unknown> }[] = [
-    { name: 'one long digit string', make: (n) => ({ [HEADER_REMAINING_MS]: '9'.repeat(n) }) },
-    { name: 'comma-joined values', make: (n) => ({ [HEADER_REMAINING_MS]: '1,'.repeat(n / 2) }) },
+    { name: 'one long digit string', make: (n) => ({ [DeadlineHeaders.REMAINING_MS]: '9'.repeat(n) }) },
+    { name: 'comma-joined values', make: (n) => ({ [DeadlineHeaders.REMAINING_MS]: '1,'.repeat(n / 2) }) },
     { name: 'repeated header (array of 1 KiB values)', make: (n) => ({ 'grpc-timeout': Array(n / KiB).fill('1S,'.repeat(KiB / 3)) }) },
-    { name: 'baggage members', make: (n) => ({ [HEADER_BAGGAGE]: 'deadline.at_ms=1,'.repeat(Math.floor(n / 17)) }) },
+    { name: 'baggage members', make: (n) => ({ [DeadlineHeaders.BAGGAGE]: 'deadline.at_ms=1,'.repeat(Math.floor(n / 17)) }) },
     {
       name: 'every header at once',
       make: (n) => Object.fromEntries(ACCEPTED_HEADERS.map((h) => [h, `${'1'.repeat(n / 2)},${' '.repeat(n / 2)}`])),

@@ -12,6 +12,15 @@ describe('configFromEnv', () => {
     [{ OTEL_DEADLINE_MIN_USEFUL_MS: '' }, {}],
     [{ OTEL_DEADLINE_GRPC_ENABLED: 'false' }, { grpc: false }],
     [{ OTEL_DEADLINE_GRPC_ENABLED: ' TRUE ' }, { grpc: true }],
+    [
+      {
+        OTEL_DEADLINE_FETCH_ENABLED: 'false',
+        OTEL_DEADLINE_UNDICI_ENABLED: 'false',
+        OTEL_DEADLINE_HTTP_CLIENT_ENABLED: 'false',
+        OTEL_DEADLINE_HTTP_SERVER_ENABLED: 'false',
+      },
+      { fetch: false, undici: false, httpClient: false, httpServer: false },
+    ],
   ])('reads %o', (env, expected) => {
     expect(configFromEnv(env)).toEqual(expected);
   });
@@ -24,6 +33,7 @@ describe('configFromEnv', () => {
     ['OTEL_DEADLINE_DEFAULT_TIMEOUT_MS', '1e3'],
     ['OTEL_DEADLINE_MAX_INCOMING_MS', '9'.repeat(40)],
     ['OTEL_DEADLINE_GRPC_ENABLED', 'off'],
+    ['OTEL_DEADLINE_HTTP_SERVER_ENABLED', '0'],
   ])('refuses %s=%s with an error naming the variable', (name, value) => {
     expect(() => configFromEnv({ [name]: value })).toThrow(DeadlineEnvError);
     expect(() => configFromEnv({ [name]: value })).toThrow(name);
