@@ -97,7 +97,7 @@ describe('undici under an active deadline', () => {
   });
 
   it('calls given only a URL keep undici semantics: global dispatcher, query string, URL objects, headers once', async () => {
-    // These calls are dispatched by the instrumentation itself (see DirectDispatch in client/undici.ts).
+    // Calls given only a URL go through undici's own top-level function like any other.
     const agent = new undici.Agent();
     let dispatched = 0;
     const counting = agent.compose((dispatch) => (options, handler) => {
