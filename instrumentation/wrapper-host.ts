@@ -2,7 +2,7 @@ import type { Tracer } from '@opentelemetry/api';
 import type { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
 import type { ClientHost } from './call/host';
 import type { ResolvedConfig } from './config';
-import type { ServerHost } from './server/listener';
+import type { ServerHost } from './server/admission';
 
 /**
  * What every wrapper reads from DeadlineInstrumentation on each call: one
