@@ -1,7 +1,6 @@
 /**
  * The few shapes of @grpc/grpc-js 1.x this instrumentation touches, written
- * out structurally: grpc-js is not a dependency, and its internal call
- * interface (the object Channel#createCall returns) is not exported.
+ * out structurally: grpc-js is not a dependency.
  */
 
 /** grpc-js `status` codes used here (the gRPC protocol's own numbers). */
@@ -30,17 +29,11 @@ export interface CallListener {
   onReceiveStatus(status: GrpcStatus): void;
 }
 
-/** The object `Channel#createCall` returns (grpc-js `Call`). */
+/** The parts of the object `Channel#createCall` returns (grpc-js's internal `Call`) used here: docs/internals.md. */
 export interface ChannelCall {
   start(metadata: GrpcMetadata, listener: CallListener): void;
   cancelWithStatus(code: number, details: string): void;
   getPeer(): string;
-  sendMessageWithContext(context: unknown, message: Buffer): void;
-  startRead(): void;
-  halfClose(): void;
-  getCallNumber(): number;
-  setCredentials(credentials: unknown): void;
-  getAuthContext?(): unknown;
 }
 
 export interface GrpcChannel {

@@ -1,6 +1,13 @@
-import type { TextMapGetter, TextMapSetter } from '@opentelemetry/api';
-import { HEADER_GRPC_TIMEOUT } from '../../src/attributes';
+import { propagation, type Context, type Span, type TextMapGetter, type TextMapSetter } from '@opentelemetry/api';
+import { HEADER_AT_MS, HEADER_BAGGAGE, HEADER_GRPC_TIMEOUT, HEADER_REMAINING_MS } from '../../src/attributes';
+import { withDeadlineOffWire, withDeadlineOnWire } from '../../src/context';
+import type { Deadline } from '../../src/deadline';
+import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
+import { baggageWithoutDeadline } from '../client/headers';
+import type { GrpcCallInit } from './client-call';
 import { deadlineEpochMs, type GrpcMetadata, type ServerCallLike } from './grpc-types';
+import { withSpan } from './spans';
+import { grpcTargetUrl } from './target-url';
 import { formatGrpcTimeout } from './timeout';
 
 type MetadataReader = { get(key: string): unknown[] };
@@ -26,7 +33,6 @@ export const METADATA_SETTER: TextMapSetter<GrpcMetadata> = {
   },
 };
 
-
 /**
  * An incoming call's deadline values as the propagator reads them. grpc-js
  * takes `grpc-timeout` out of the metadata and keeps only the absolute
@@ -47,3 +53,56 @@ export const SERVER_CALL_GETTER: TextMapGetter<ServerCallLike> = {
     return METADATA_GETTER.keys(call.metadata);
   },
 };
+
+/** Writes our headers from the context's deadline; shared, it holds no per-call state. */
+const propagator = new DeadlinePropagator();
+
+/** Our deadline metadata if `propagateTo` lets it go to this channel's target, else none. */
+export function injectCallMetadata(metadata: GrpcMetadata, init: GrpcCallInit): void {
+  const { settings, channel, ctx, deadline, ownSpan, span, ownEpoch } = init;
+  const spanOfOurs = ownSpan ? span : undefined;
+  const allowed = settings.propagatesTo;
+  if (allowed === undefined || allowed(grpcTargetUrl(channel.getTarget()))) injectDeadline(metadata, ctx, deadline, spanOfOurs, ownEpoch);
+  else injectWithoutDeadline(metadata, ctx, spanOfOurs);
+}
+
+/**
+ * Our deadline metadata, next to the `grpc-timeout` grpc-js writes from the
+ * clamped deadline. A call whose own deadline is earlier than the cutoff
+ * sends that earlier deadline in our headers too, so the absolute and
+ * relative values agree and the server sees no false skew. With a span of our
+ * own, the global propagator writes trace-context and baggage as
+ * instrumentation-grpc would.
+ */
+function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadline: Deadline, ownSpan: Span | undefined, ownEpoch: number): void {
+  // The caller may run where an earlier call to an unlisted host left its mark (see withDeadlineOnWire): this target is listed.
+  const ctx = withDeadlineOnWire(callerCtx);
+  if (ownSpan !== undefined) propagation.inject(withSpan(ctx, ownSpan), metadata, METADATA_SETTER);
+  // instrumentation-grpc has injected through the global propagator from this
+  // same context just before: if that holds ours, our headers are there already.
+  const written = metadata.get(HEADER_AT_MS);
+  if (written.length !== 1 || written[0] !== String(Math.floor(deadline.expiresAtMs))) propagator.inject(ctx, metadata, METADATA_SETTER);
+  if (ownEpoch === Infinity) return;
+  const nowEpoch = Date.now();
+  if (ownEpoch < nowEpoch + deadline.remainingMs()) {
+    metadata.set(HEADER_REMAINING_MS, String(Math.max(0, Math.floor(ownEpoch - nowEpoch))));
+    metadata.set(HEADER_AT_MS, String(Math.floor(ownEpoch)));
+  }
+}
+
+/**
+ * For a target off the `propagateTo` list: trace context as usual, but none
+ * of our metadata and no `deadline.at_ms` baggage entry, whoever wrote them
+ * (instrumentation-grpc injects through the global propagator first). The
+ * call keeps its clamped `grpc-timeout`: that is gRPC's own deadline.
+ */
+function injectWithoutDeadline(metadata: GrpcMetadata, ctx: Context, ownSpan: Span | undefined): void {
+  if (ownSpan !== undefined) propagation.inject(withSpan(withDeadlineOffWire(ctx), ownSpan), metadata, METADATA_SETTER);
+  metadata.remove(HEADER_REMAINING_MS);
+  metadata.remove(HEADER_AT_MS);
+  const baggage = metadata.get(HEADER_BAGGAGE);
+  if (baggage.length === 0) return;
+  const kept = baggageWithoutDeadline(baggage.filter((value): value is string => typeof value === 'string'));
+  if (kept === undefined) metadata.remove(HEADER_BAGGAGE);
+  else metadata.set(HEADER_BAGGAGE, kept);
+}
