@@ -32,20 +32,17 @@ const OWN_TIMER_SLACK_MS = 5;
 
 const NONE: unique symbol = Symbol('not aborted by us');
 
+/** What the createCall wrapper knows of one call (client.ts); `span` is ours to end when `ownSpan`. */
 export interface GrpcCallInit {
   deadline: Deadline;
-  /** `/package.Service/Method`. */
   method: string;
   observe: boolean;
   /** Why the call must not start (enforce mode only). */
   refusal: Error | undefined;
   /** True when the call's `deadline` was set to our cutoff (its own was later or absent). */
   clampedByUs: boolean;
-  /** Where the outcome is recorded: instrumentation-grpc's client span, or ours. */
   span: Span;
-  /** True when `span` is ours to end. */
   ownSpan: boolean;
-  /** The channel the call was made on: its target is what getPeer() says while no stream is open. */
   channel: GrpcChannel;
   settings: ResolvedConfig;
   /** The caller's context, where the metadata is written from. */
@@ -72,6 +69,7 @@ export class GrpcCallGuard {
   private ended = false;
   private reason: unknown = NONE;
   private sentAtAbort = false;
+  private refused = false;
 
   constructor(
     private readonly call: ChannelCall,
@@ -82,8 +80,8 @@ export class GrpcCallGuard {
   start(metadata: GrpcMetadata, listener: CallListener, start: ChannelCall['start']): void {
     this.listener = listener;
     const { deadline, observe, refusal } = this.init;
-    if (refusal !== undefined) return this.refuse(refusal);
-    if (!observe && deadline.aborted) return this.endBeforeStart(deadline.abortReason);
+    if (refusal !== undefined) return this.endBeforeStart(refusal, true);
+    if (!observe && deadline.aborted) return this.endBeforeStart(this.reasonFor(deadline.abortReason), false);
     injectCallMetadata(metadata, this.init);
     start.call(this.call, metadata, {
       onReceiveMetadata: (received) => listener.onReceiveMetadata(received),
@@ -95,55 +93,31 @@ export class GrpcCallGuard {
     if (this.ended) this.detach();
   }
 
-  /** The operation named by the errors this guard makes. */
-  private get operation(): string {
-    return `grpc ${this.init.method}`;
-  }
-
   /** True once the call may have reached the server: grpc-js reports a peer only once a stream exists. */
   private mayHaveSent(): boolean {
     const peer = this.call.getPeer();
     return peer !== this.init.channel.getTarget() && peer !== 'unknown';
   }
 
-  /** The call grpc-js made never starts: it is cancelled, and `status` goes to the listener on the next tick, as grpc-js reports a status that arises before any I/O. */
-  private endWith(status: GrpcStatus): void {
-    this.call.cancelWithStatus(status.code, status.details);
-    process.nextTick(() => this.onReceiveStatus(status));
-  }
-
-  /** A call refused before it starts: DEADLINE_EXCEEDED that carries `error`, and no stream. */
-  private refuse(error: Error): void {
-    const { span, ownSpan } = this.init;
-    this.ended = true;
-    const status = { code: GRPC_DEADLINE_EXCEEDED, details: `refused before start: ${error.message}`, metadata: new this.init.Metadata() };
-    markStatusWith(status, error);
-    span.setAttribute(ATTR_DEADLINE_ABORT_CODE, abortCodeOf(error));
-    if (ownSpan) {
-      span.setAttribute(ATTR_RPC_GRPC_STATUS_CODE, status.code);
-      endRefusedSpan(span, error);
-    } else {
-      // instrumentation-grpc ends its own span when the status reaches the caller.
-      span.setAttribute(ATTR_DEADLINE_OUTCOME, 'not_started');
-    }
-    this.endWith(status);
-  }
-
   /**
-   * A call started after its deadline aborted (an interceptor held its start
-   * back): nothing is sent. grpc-js may already have ended the call at the
-   * deadline it was clamped to, with no listener yet to tell, so the status
-   * is reported from here.
+   * Ends a call that never starts: refused, or started after its deadline
+   * aborted (an interceptor held its start back). grpc-js may already have
+   * ended the call at the deadline it was clamped to, with no listener yet to
+   * tell: it is cancelled, and the status goes to the listener from here, on
+   * the next tick, as grpc-js reports a status that arises before any I/O.
    */
-  private endBeforeStart(reason: unknown): void {
-    this.reason = this.reasonFor(reason);
-    const code = abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
-    this.endWith({ code, details: describeAbortReason(this.reason), metadata: new this.init.Metadata() });
+  private endBeforeStart(reason: unknown, refused: boolean): void {
+    this.reason = reason;
+    this.refused = refused;
+    const code = !refused && abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
+    const details = refused ? `refused before start: ${describeAbortReason(reason)}` : describeAbortReason(reason);
+    this.call.cancelWithStatus(code, details);
+    process.nextTick(() => this.onReceiveStatus({ code, details, metadata: new this.init.Metadata() }));
   }
 
   /** The error this call ends with: a caller's own cancellation reason is kept as the cause of ours, as on HTTP. */
   private reasonFor(reason: unknown): unknown {
-    return abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.operation, reason) : reason;
+    return abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(`grpc ${this.init.method}`, reason) : reason;
   }
 
   private onDeadlineAbort(reason: unknown): void {
@@ -168,25 +142,26 @@ export class GrpcCallGuard {
   }
 
   private record(status: GrpcStatus): void {
-    const { deadline, observe, span } = this.init;
+    const { deadline, observe, span, settings, channel, method } = this.init;
     let reason = this.reason;
     let sent = this.sentAtAbort;
     const claim = reason === NONE ? refusalClaimOf(status) : undefined;
-    const believed = claim !== undefined && this.trustsRefusal();
+    // Whether to believe this peer's refusal (`trustReply`) is asked only for a status that claims one.
+    const believed = claim !== undefined && settings.trustsReply({ transport: 'grpc', method, url: grpcTargetUrl(channel.getTarget()), statusCode: GRPC_DEADLINE_EXCEEDED });
     if (believed) {
       // The server refused before running anything: the call never started there.
-      markStatusWith(status, errorFromClaim(this.operation, deadline, claim));
+      markStatusWith(status, errorFromClaim(`grpc ${method}`, deadline, claim));
       span.setAttributes({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: claim.code });
     } else if (reason === NONE && !observe && this.init.clampedByUs && status.code === GRPC_DEADLINE_EXCEEDED && deadline.remainingMs() <= OWN_TIMER_SLACK_MS) {
       const abortReason = deadline.aborted ? deadline.abortReason : undefined;
-      reason = abortCodeOf(abortReason) === 'DEADLINE_EXCEEDED' ? abortReason : new DeadlineExceededError(this.operation, deadline.expiresAtMs);
+      reason = abortCodeOf(abortReason) === 'DEADLINE_EXCEEDED' ? abortReason : new DeadlineExceededError(`grpc ${method}`, deadline.expiresAtMs);
       sent = this.mayHaveSent();
     }
     if (reason !== NONE && (status.code === GRPC_DEADLINE_EXCEEDED || status.code === GRPC_CANCELLED)) {
       markStatusWith(status, reason);
       const code = abortCodeOf(reason);
       // As for an HTTP POST: once the request may have reached the server, its effect is unknown.
-      const outcome = sent ? 'unknown' : code === 'CANCELLED' ? 'cancelled' : 'expired';
+      const outcome = this.refused ? 'not_started' : sent ? 'unknown' : code === 'CANCELLED' ? 'cancelled' : 'expired';
       span.setAttributes({ [ATTR_DEADLINE_OUTCOME]: outcome, [ATTR_DEADLINE_ABORT_CODE]: code, [ATTR_DEADLINE_ABORT_REASON]: describeAbortReason(reason) });
     } else if (observe && deadline.remainingMs() <= 0) {
       span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
@@ -195,13 +170,10 @@ export class GrpcCallGuard {
       // whose marker the server restates): the server may have done work, so nothing is known.
       span.setAttribute(ATTR_DEADLINE_OUTCOME, 'unknown');
     }
-    if (this.init.ownSpan) endRpcSpan(span, status.code, SpanKind.CLIENT);
-  }
-
-  /** Whether to believe this peer's refusal (`trustReply`); asked only for a status that claims one. */
-  private trustsRefusal(): boolean {
-    const { settings, channel, method } = this.init;
-    return settings.trustsReply({ transport: 'grpc', method, url: grpcTargetUrl(channel.getTarget()), statusCode: GRPC_DEADLINE_EXCEEDED });
+    if (!this.init.ownSpan) return;
+    if (!this.refused) return endRpcSpan(span, status.code, SpanKind.CLIENT);
+    span.setAttribute(ATTR_RPC_GRPC_STATUS_CODE, status.code);
+    endRefusedSpan(span, reason);
   }
 
   private detach(): void {

@@ -17,14 +17,11 @@ export interface GrpcClientHost extends ClientHost {
 }
 
 /**
- * Wraps `Channel.prototype.createCall`, the one place every grpc-js call
- * passes through: all four call kinds, from generated clients and from
- * `Client#make*Request` alike, under whatever interceptors the client has,
- * with the `deadline` call option already resolved. It runs synchronously
- * inside the call method, so the active context is the caller's (or
- * instrumentation-grpc's, holding its client span). The call it makes gets
- * the earlier of its own deadline and our cutoff, and a guard on its start
- * (see GrpcCallGuard).
+ * Wraps `Channel.prototype.createCall`, the one place every grpc-js call passes through (docs/internals.md):
+ * all four call kinds, from generated clients and `Client#make*Request` alike, under whatever interceptors
+ * the client has, with the `deadline` call option resolved. It runs synchronously inside the call method,
+ * so the active context is the caller's (or instrumentation-grpc's, holding its client span). The call gets
+ * the earlier of its own deadline and our cutoff, and a guard on its start (GrpcCallGuard).
  */
 export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata: MetadataConstructor) {
   return (original: CreateCall): CreateCall =>

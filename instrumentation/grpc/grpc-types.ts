@@ -56,20 +56,12 @@ export interface ServerCallLike {
 
 export type ServerCallback = (error: unknown, value?: unknown, trailer?: unknown, flags?: unknown) => void;
 
-/** How a method exchanges messages; what decides how its handler is called and how it ends. */
-export type HandlerKind = 'unary' | 'clientStream' | 'serverStream' | 'bidi';
-
 /** One method of a service definition passed to Server#addService. */
 export interface MethodDefinitionLike {
   path: string;
   requestStream: boolean;
   responseStream: boolean;
   originalName?: string;
-}
-
-export function handlerKind(method: MethodDefinitionLike): HandlerKind {
-  if (method.requestStream) return method.responseStream ? 'bidi' : 'clientStream';
-  return method.responseStream ? 'serverStream' : 'unary';
 }
 
 /** Epoch ms of a grpc-js deadline (Infinity for none). */

@@ -1,4 +1,4 @@
-import { propagation, type Context, type Span, type TextMapGetter, type TextMapSetter } from '@opentelemetry/api';
+import { propagation, trace, type Context, type Span, type TextMapGetter, type TextMapSetter } from '@opentelemetry/api';
 import { HEADER_AT_MS, HEADER_BAGGAGE, HEADER_GRPC_TIMEOUT, HEADER_REMAINING_MS } from '../../src/attributes';
 import { withDeadlineOffWire, withDeadlineOnWire } from '../../src/context';
 import type { Deadline } from '../../src/deadline';
@@ -6,7 +6,6 @@ import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
 import { baggageWithoutDeadline } from '../client/headers';
 import type { GrpcCallInit } from './client-call';
 import { deadlineEpochMs, type GrpcMetadata, type ServerCallLike } from './grpc-types';
-import { withSpan } from './spans';
 import { grpcTargetUrl } from './target-url';
 import { formatGrpcTimeout } from './timeout';
 
@@ -34,11 +33,9 @@ export const METADATA_SETTER: TextMapSetter<GrpcMetadata> = {
 };
 
 /**
- * An incoming call's deadline values as the propagator reads them. grpc-js
- * takes `grpc-timeout` out of the metadata and keeps only the absolute
- * deadline it computed on arrival (`getDeadline()`), so that value is handed
- * back as the time left now, in `grpc-timeout` form; everything else comes
- * from the metadata as sent.
+ * An incoming call's deadline values as the propagator reads them. grpc-js keeps `grpc-timeout` out of the
+ * metadata and reports the deadline it computed on arrival (`getDeadline()`): handed back as the time left
+ * now, in `grpc-timeout` form.
  */
 export const SERVER_CALL_GETTER: TextMapGetter<ServerCallLike> = {
   get(call, key) {
@@ -67,21 +64,15 @@ export function injectCallMetadata(metadata: GrpcMetadata, init: GrpcCallInit): 
 }
 
 /**
- * Our deadline metadata, next to the `grpc-timeout` grpc-js writes from the
- * clamped deadline. A call whose own deadline is earlier than the cutoff
- * sends that earlier deadline in our headers too, so the absolute and
- * relative values agree and the server sees no false skew. With a span of our
- * own, the global propagator writes trace-context and baggage as
- * instrumentation-grpc would.
+ * Our deadline metadata, next to the `grpc-timeout` grpc-js writes from the clamped deadline; a call's own
+ * earlier deadline goes in ours too, so the server sees no false skew. With a span of our own, the global
+ * propagator writes trace-context and baggage as instrumentation-grpc would.
  */
 function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadline: Deadline, ownSpan: Span | undefined, ownEpoch: number): void {
   // The caller may run where an earlier call to an unlisted host left its mark (see withDeadlineOnWire): this target is listed.
   const ctx = withDeadlineOnWire(callerCtx);
-  if (ownSpan !== undefined) propagation.inject(withSpan(ctx, ownSpan), metadata, METADATA_SETTER);
-  // instrumentation-grpc has injected through the global propagator from this
-  // same context just before: if that holds ours, our headers are there already.
-  const written = metadata.get(HEADER_AT_MS);
-  if (written.length !== 1 || written[0] !== String(Math.floor(deadline.expiresAtMs))) propagator.inject(ctx, metadata, METADATA_SETTER);
+  if (ownSpan !== undefined) propagation.inject(trace.setSpan(ctx, ownSpan), metadata, METADATA_SETTER);
+  propagator.inject(ctx, metadata, METADATA_SETTER);
   if (ownEpoch === Infinity) return;
   const nowEpoch = Date.now();
   if (ownEpoch < nowEpoch + deadline.remainingMs()) {
@@ -97,7 +88,7 @@ function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadline: De
  * call keeps its clamped `grpc-timeout`: that is gRPC's own deadline.
  */
 function injectWithoutDeadline(metadata: GrpcMetadata, ctx: Context, ownSpan: Span | undefined): void {
-  if (ownSpan !== undefined) propagation.inject(withSpan(withDeadlineOffWire(ctx), ownSpan), metadata, METADATA_SETTER);
+  if (ownSpan !== undefined) propagation.inject(trace.setSpan(withDeadlineOffWire(ctx), ownSpan), metadata, METADATA_SETTER);
   metadata.remove(HEADER_REMAINING_MS);
   metadata.remove(HEADER_AT_MS);
   const baggage = metadata.get(HEADER_BAGGAGE);

@@ -21,18 +21,13 @@ function statusCodeOf(error: unknown): number {
   return typeof code === 'number' && Number.isInteger(code) ? code : GRPC_UNKNOWN;
 }
 
-interface MetadataLike extends GrpcMetadata {
-  clone(): MetadataLike;
-}
+type MetadataLike = GrpcMetadata & { clone(): GrpcMetadata };
 
 /**
- * A copy of `metadata` with the refusal marker restated, or undefined when it
- * has none (or is not grpc-js Metadata). Only our admission refuses, before a
- * handler runs: a handler that passes on its callee's error passes on that
- * callee's trailers, `x-deadline-expired: 1` included, so it goes out
- * restated (see FORWARDED_MARKER_VALUE).
+ * A copy of `metadata` with the refusal marker restated (FORWARDED_MARKER_VALUE), or undefined when it has
+ * none: a handler that passes on its callee's error passes on that callee's trailers, marker included.
  */
-function restated(metadata: unknown): MetadataLike | undefined {
+function restated(metadata: unknown): GrpcMetadata | undefined {
   const candidate = metadata as Partial<MetadataLike> | null | undefined;
   if (typeof candidate?.get !== 'function' || typeof candidate.clone !== 'function') return undefined;
   if (candidate.get(HEADER_DEADLINE_EXPIRED).length === 0) return undefined;
@@ -50,12 +45,9 @@ export interface ServerGuard {
 }
 
 /**
- * One incoming call from its handler's start to its end. What the handler
- * sends has a forwarded refusal marker restated. With a deadline of ours, a
- * cancel (the client cancelled, or the stream was reset) aborts it, and the
- * end of the call (its callback, or the end of its response stream) disposes
- * it and ends a span of our own. Every listener it adds comes off when the
- * call ends.
+ * One incoming call from its handler's start to its end: what the handler sends has a forwarded refusal
+ * marker restated. With a deadline of ours, a cancel (by the client, or a stream reset) aborts it, and the
+ * end of the call (its callback, or the end of its response stream) disposes it and ends a span of our own.
  */
 export class ServerCallWatch {
   private finished = false;

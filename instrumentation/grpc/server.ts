@@ -1,4 +1,4 @@
-import { context, SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { context, propagation, SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
 import { DeadlineNode } from '../../src/deadline';
@@ -8,17 +8,15 @@ import { admit, REFUSED, type ServerHost } from '../server/admission';
 import {
   deadlineEpochMs,
   GRPC_DEADLINE_EXCEEDED,
-  handlerKind,
-  type HandlerKind,
   type MetadataConstructor,
   type MethodDefinitionLike,
   type ServerCallback,
   type ServerCallLike,
 } from './grpc-types';
-import { SERVER_CALL_GETTER } from './metadata';
+import { METADATA_GETTER, SERVER_CALL_GETTER } from './metadata';
 import { refusalDetails } from './refusal';
 import { GRPC_SERVER_OPERATION, ServerCallWatch } from './server-call';
-import { callerContext, coveringSpan, endRpcSpan, startRpcSpan } from './spans';
+import { coveringSpan, endRpcSpan, startRpcSpan } from './spans';
 
 export interface GrpcServerHost extends ServerHost {
   readonly tracer: Tracer;
@@ -59,11 +57,10 @@ function guardImplementation(
     let handler = implementation[name];
     if (handler === undefined && typeof method.originalName === 'string') handler = implementation[method.originalName];
     if (typeof handler !== 'function') continue;
-    const path = method.path;
-    const kind = handlerKind(method);
     guarded[name] = function guardedHandler(call: ServerCallLike, callback?: ServerCallback) {
+      const run = (ctx: Context, callbackToPass: ServerCallback | undefined) => context.with(ctx, () => (handler as Handler).call(implementation, call, callbackToPass));
       if (!host.isEnabled() || !host.grpcEnabled) return (handler as Handler).call(implementation, call, callback);
-      return runGuarded(host, Metadata, path, kind, handler as Handler, implementation, call, callback);
+      return runGuarded(host, Metadata, method, call, callback, run);
     };
   }
   return guarded;
@@ -89,16 +86,11 @@ function trustsCaller(settings: ResolvedConfig, call: ServerCallLike, path: stri
   return safeExecuteInTheMiddle(() => hook({ path, peer: call.getPeer(), metadata: call.metadata }), () => {}, true) === true;
 }
 
-function runGuarded(
-  host: GrpcServerHost,
-  Metadata: MetadataConstructor,
-  path: string,
-  kind: HandlerKind,
-  handler: Handler,
-  self: unknown,
-  call: ServerCallLike,
-  callback: ServerCallback | undefined,
-): unknown {
+type Run = (ctx: Context, callback: ServerCallback | undefined) => unknown;
+
+/** Admits one call, then runs its handler (`run`) under its deadline, unless it was refused. */
+function runGuarded(host: GrpcServerHost, Metadata: MetadataConstructor, method: MethodDefinitionLike, call: ServerCallLike, callback: ServerCallback | undefined, run: Run): unknown {
+  const { path, requestStream, responseStream } = method;
   const ctx = context.active();
   const covering = coveringSpan(ctx, SpanKind.SERVER);
   // Without instrumentation-grpc's span, one of our own, made only for a call that has a deadline.
@@ -106,35 +98,34 @@ function runGuarded(
   let span: Span | undefined = covering;
   const spanOf = (): Span => {
     if (span !== undefined) return span;
-    parent = callerContext(ctx, call.metadata);
+    // The caller's trace context and baggage, as instrumentation-grpc would extract them.
+    parent = propagation.extract(ctx, call.metadata, METADATA_GETTER);
     return (span = startRpcSpan(host.tracer, SpanKind.SERVER, path, parent));
   };
   const trusted = trustsCaller(host.settings, call, path);
   const arrival = { trusted, extracted: trusted && covering !== undefined ? extractedFrom(ctx, call) : undefined, carrier: call, getter: SERVER_CALL_GETTER };
-  const deadline = admit(host, arrival, GRPC_SERVER_OPERATION, spanOf, (claim) => refuseCall(kind, call, callback, refusalDetails(claim), Metadata));
+  const deadline = admit(host, arrival, GRPC_SERVER_OPERATION, spanOf, (claim) => refuseCall(responseStream, call, callback, refusalDetails(claim), Metadata));
   if (deadline === REFUSED) {
     if (covering === undefined) endRpcSpan(spanOf(), GRPC_DEADLINE_EXCEEDED, SpanKind.SERVER);
     return undefined;
   }
-  const streaming = kind === 'serverStream' || kind === 'bidi';
   let handlerContext: Context;
   let watch: ServerCallWatch;
   if (deadline === undefined) {
     // Ours is authoritative at the trust edge: drop what a global propagator extracted (as on HTTP).
     handlerContext = withoutDeadline(ctx);
-    watch = new ServerCallWatch(call, streaming, undefined);
+    watch = new ServerCallWatch(call, responseStream, undefined);
   } else {
     const guard = { deadline, span: spanOf(), ownSpan: covering === undefined, observe: host.settings.mode === 'observe' };
-    watch = new ServerCallWatch(call, streaming, guard);
+    watch = new ServerCallWatch(call, responseStream, guard);
     // An adopted deadline is in the context already.
     handlerContext = deadline === getDeadline(ctx) ? ctx : setDeadline(covering === undefined ? trace.setSpan(parent, guard.span) : ctx, deadline);
     // A streaming call's listeners ('data', 'end', 'cancelled') run where grpc-js
     // emits them, outside the handler's context: bound, they see its deadline too.
-    if (kind !== 'unary') context.bind(handlerContext, call);
+    if (requestStream || responseStream) context.bind(handlerContext, call);
   }
-  const guardedCallback = watch.wrapCallback(callback);
   try {
-    return context.with(handlerContext, () => handler.call(self, call, guardedCallback));
+    return run(handlerContext, watch.wrapCallback(callback));
   } catch (err) {
     watch.handlerThrew();
     throw err;
@@ -146,10 +137,10 @@ function runGuarded(
  * message, and the trailer `x-deadline-expired: 1`, through the path a
  * handler itself would use (its callback, or an 'error' on its stream).
  */
-function refuseCall(kind: HandlerKind, call: ServerCallLike, callback: ServerCallback | undefined, details: string, Metadata: MetadataConstructor): void {
+function refuseCall(responseStream: boolean, call: ServerCallLike, callback: ServerCallback | undefined, details: string, Metadata: MetadataConstructor): void {
   const trailer = new Metadata();
   trailer.set(HEADER_DEADLINE_EXPIRED, '1');
   const error = { code: GRPC_DEADLINE_EXCEEDED, details, metadata: trailer };
-  if ((kind === 'unary' || kind === 'clientStream') && typeof callback === 'function') callback(error);
+  if (!responseStream && typeof callback === 'function') callback(error);
   else call.emit('error', error);
 }

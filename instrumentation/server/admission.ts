@@ -1,5 +1,5 @@
 import { SpanStatusCode, type Span, type TextMapGetter } from '@opentelemetry/api';
-import { DeadlineNode } from '../../src/deadline';
+import { DeadlineNode, type DeadlineSource, type NodeInit } from '../../src/deadline';
 import { abortCodeOf, describeAbortReason } from '../../src/errors';
 import type { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
 import { monotonicNowForOpening } from '../../src/time';
@@ -9,9 +9,8 @@ import type { ResolvedConfig } from '../config';
 import { ATTR_DEADLINE_WOULD_REJECT } from '../names';
 
 /**
- * One admission for every server transport (HTTP and gRPC): the incoming
- * budget, admit or refuse, and what the span records. Each transport plugs in
- * how it reads the caller's values and how it writes its refusal.
+ * One admission for every server transport (HTTP and gRPC): the incoming budget, admit or refuse, and what
+ * the span records. Each transport plugs in how it reads the caller's values and how it writes its refusal.
  */
 
 export interface ServerHost {
@@ -20,34 +19,29 @@ export interface ServerHost {
   isEnabled(): boolean;
 }
 
-/** What one incoming request or call brings to the admission. */
+/**
+ * One incoming request or call: whether to believe the caller (`trustIncoming`, `trustIncomingGrpc`), the
+ * deadline a global propagator already read from it (instrumentation-http's or -grpc's), and its headers.
+ */
 export interface Arrival<Carrier> {
-  /** Whether to believe the caller's deadline (`trustIncoming`, `trustIncomingGrpc`). */
   trusted: boolean;
-  /** The deadline a global propagator already read from this very request (instrumentation-http's or -grpc's), if any. */
   extracted: DeadlineNode | undefined;
   carrier: Carrier;
   getter: TextMapGetter<Carrier>;
 }
 
-interface IncomingBudget {
-  remainingMs: number;
-  cutoffMono: number;
-  expiresAtMs: number;
-  wireSkewMs: number | undefined;
-}
-
 /** Marks a request answered with a refusal: no handler runs. */
 export const REFUSED: unique symbol = Symbol('refused');
 
+type Budget = Omit<NodeInit, 'operation'>;
+
 /**
- * A budget of `ms` from now. The wall clock is read before the monotonic one,
- * so a pause between the two reads can only make the cutoff sent downstream
- * (expiresAtMs) earlier than the one enforced here, never later.
+ * A budget of `ms` from now. The wall clock first: a pause between the two reads can only make the cutoff
+ * sent downstream (expiresAtMs) earlier than the one enforced here, never later.
  */
-function fromNow(ms: number, wireSkewMs: number | undefined): IncomingBudget {
+function fromNow(ms: number, source: DeadlineSource, wireSkewMs: number | undefined): Budget {
   const expiresAtMs = Date.now() + ms;
-  return { remainingMs: ms, cutoffMono: monotonicNowForOpening() + ms, expiresAtMs, wireSkewMs };
+  return { budgetMs: ms, cutoffMono: monotonicNowForOpening() + ms, expiresAtMs, source, wireSkewMs };
 }
 
 /**
@@ -56,19 +50,20 @@ function fromNow(ms: number, wireSkewMs: number | undefined): IncomingBudget {
  * read again a moment later would end a moment later), else the wire values.
  * Failing those, `defaultTimeoutMs` (a deadline of this server's own), else none.
  */
-function budgetOf<Carrier>(settings: ResolvedConfig, propagator: DeadlinePropagator, arrival: Arrival<Carrier>): { budget: IncomingBudget; remote: boolean } | undefined {
+function budgetOf<Carrier>(settings: ResolvedConfig, propagator: DeadlinePropagator, arrival: Arrival<Carrier>): Budget | undefined {
   const { trusted, extracted } = arrival;
   if (trusted && extracted !== undefined) {
-    const remainingMs = extracted.remainingMs();
+    const { cutoffMono, expiresAtMs, wireSkewMs } = extracted;
+    const budgetMs = extracted.remainingMs();
     const max = settings.maxIncomingMs;
-    if (max !== undefined && remainingMs > max) return { budget: fromNow(max, extracted.wireSkewMs), remote: true };
-    return { budget: { remainingMs, cutoffMono: extracted.cutoffMono, expiresAtMs: extracted.expiresAtMs, wireSkewMs: extracted.wireSkewMs }, remote: true };
+    return max !== undefined && budgetMs > max ? fromNow(max, 'remote', wireSkewMs) : { budgetMs, cutoffMono, expiresAtMs, source: 'remote', wireSkewMs };
   }
   const wire = trusted ? propagator.read(arrival.carrier, arrival.getter) : undefined;
   if (wire !== undefined) {
-    return { budget: { ...wire, cutoffMono: monotonicNowForOpening() + wire.remainingMs }, remote: true };
+    const { remainingMs, expiresAtMs, wireSkewMs } = wire;
+    return { budgetMs: remainingMs, cutoffMono: monotonicNowForOpening() + remainingMs, expiresAtMs, source: 'remote', wireSkewMs };
   }
-  return settings.defaultTimeoutMs === undefined ? undefined : { budget: fromNow(settings.defaultTimeoutMs, undefined), remote: false };
+  return settings.defaultTimeoutMs === undefined ? undefined : fromNow(settings.defaultTimeoutMs, 'local', undefined);
 }
 
 /**
@@ -86,29 +81,21 @@ export function admit<Carrier>(
   refuse: (claim: RejectClaim) => void,
 ): DeadlineNode | typeof REFUSED | undefined {
   const { settings } = host;
-  const found = budgetOf(settings, host.serverPropagator, arrival);
-  if (found === undefined) return undefined;
-  const { budget } = found;
-  const code = budget.remainingMs <= 0 ? 'DEADLINE_EXCEEDED' : budget.remainingMs < settings.minUsefulMs ? 'INSUFFICIENT_BUDGET' : undefined;
+  const budget = budgetOf(settings, host.serverPropagator, arrival);
+  if (budget === undefined) return undefined;
+  const left = budget.budgetMs;
+  const code = left <= 0 ? 'DEADLINE_EXCEEDED' : left < settings.minUsefulMs ? 'INSUFFICIENT_BUDGET' : undefined;
   if (code !== undefined && settings.mode === 'observe') {
     span()?.setAttribute(ATTR_DEADLINE_WOULD_REJECT, true);
   } else if (code !== undefined) {
-    const spanNow = span();
-    spanNow?.setAttributes({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: code });
-    spanNow?.setStatus({ code: SpanStatusCode.ERROR, message: code });
-    refuse(code === 'DEADLINE_EXCEEDED' ? { code } : { code, neededMs: settings.minUsefulMs, remainingMs: budget.remainingMs });
+    span()?.setAttributes({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: code });
+    span()?.setStatus({ code: SpanStatusCode.ERROR, message: code });
+    refuse(code === 'DEADLINE_EXCEEDED' ? { code } : { code, neededMs: settings.minUsefulMs, remainingMs: left });
     return REFUSED;
   }
   const { extracted } = arrival;
   if (extracted !== undefined && budget.cutoffMono === extracted.cutoffMono) return extracted.adoptAs(operation);
-  return new DeadlineNode({
-    operation,
-    cutoffMono: budget.cutoffMono,
-    expiresAtMs: budget.expiresAtMs,
-    source: found.remote ? 'remote' : 'local',
-    budgetMs: budget.remainingMs,
-    wireSkewMs: budget.wireSkewMs,
-  });
+  return new DeadlineNode({ operation, ...budget });
 }
 
 /**
