@@ -16,7 +16,6 @@ import {
   type GrpcStatus,
   type MetadataConstructor,
 } from './grpc-types';
-import { injectCallMetadata } from './metadata';
 import { refusalClaimOf } from './refusal';
 import { ATTR_RPC_GRPC_STATUS_CODE, endRpcSpan } from './spans';
 import { markStatusWith } from './status-error';
@@ -74,6 +73,7 @@ export class GrpcCallGuard {
   constructor(
     private readonly call: ChannelCall,
     private readonly init: GrpcCallInit,
+    private readonly inject: (metadata: GrpcMetadata) => void,
   ) {}
 
   /** Takes the place of the call's own start, which is `start`. */
@@ -82,7 +82,7 @@ export class GrpcCallGuard {
     const { deadline, observe, refusal } = this.init;
     if (refusal !== undefined) return this.endBeforeStart(refusal, true);
     if (!observe && deadline.aborted) return this.endBeforeStart(this.reasonFor(deadline.abortReason), false);
-    injectCallMetadata(metadata, this.init);
+    this.inject(metadata);
     start.call(this.call, metadata, {
       onReceiveMetadata: (received) => listener.onReceiveMetadata(received),
       onReceiveMessage: (message) => listener.onReceiveMessage(message),
