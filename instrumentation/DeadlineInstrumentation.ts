@@ -15,7 +15,7 @@ import { INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION } from './names';
 import type { DeadlineInstrumentationConfig } from './types';
 import { wrapMethod, type MethodPatch } from './wrap';
 import type { ClientHost } from './call/host';
-import type { ServerHost } from './server/listener';
+import type { ServerHost } from './server/admission';
 
 type Exports = Record<string, unknown>;
 

@@ -1,9 +1,10 @@
-import { SpanKind, type Span } from '@opentelemetry/api';
-import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
-import { LinkedItem } from '../../src/linked-set';
+import { SpanKind, type Context, type Span } from '@opentelemetry/api';
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason } from '../../src/errors';
+import { endRefusedSpan } from '../../src/open';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import { errorFromClaim } from '../call/reject-claim';
+import type { ResolvedConfig } from '../config';
 import { ATTR_DEADLINE_WOULD_ABORT } from '../names';
 import {
   GRPC_CANCELLED,
@@ -13,10 +14,12 @@ import {
   type GrpcChannel,
   type GrpcMetadata,
   type GrpcStatus,
+  type MetadataConstructor,
 } from './grpc-types';
 import { refusalClaimOf } from './refusal';
-import { endRpcSpan } from './spans';
+import { ATTR_RPC_GRPC_STATUS_CODE, endRpcSpan } from './spans';
 import { markStatusWith } from './status-error';
+import { grpcTargetUrl } from './target-url';
 
 /**
  * grpc-js ends a call at the deadline we clamped it to with a timer of its
@@ -28,120 +31,66 @@ const OWN_TIMER_SLACK_MS = 5;
 
 const NONE: unique symbol = Symbol('not aborted by us');
 
-export interface ClientGuardInit {
+/** What the createCall wrapper knows of one call (client.ts); `span` is ours to end when `ownSpan`. */
+export interface GrpcCallInit {
   deadline: Deadline;
-  /** `/package.Service/Method`. */
   method: string;
   observe: boolean;
+  /** Why the call must not start (enforce mode only). */
+  refusal: Error | undefined;
   /** True when the call's `deadline` was set to our cutoff (its own was later or absent). */
   clampedByUs: boolean;
-  /** Where the outcome is recorded: instrumentation-grpc's client span, or ours. */
-  span: Span | undefined;
-  /** True when `span` is ours to end. */
+  span: Span;
   ownSpan: boolean;
-  /** The channel the call was made on: its target is what getPeer() says while no stream is open. */
   channel: GrpcChannel;
-  /** Writes the deadline metadata into the call's outgoing metadata. */
-  inject(metadata: GrpcMetadata): void;
-  /** Whether to believe this peer's refusal (`trustReply`); asked only for a status that claims one. */
-  trustsRefusal(): boolean;
-  /** Empty grpc-js Metadata, for a status this guard reports itself. */
-  newMetadata(): GrpcMetadata;
+  settings: ResolvedConfig;
+  /** The caller's context, where the metadata is written from. */
+  ctx: Context;
+  /** The call's own deadline when it is earlier than the cutoff, else Infinity. */
+  ownEpoch: number;
+  Metadata: MetadataConstructor;
 }
 
 /**
- * One gRPC client call under a deadline: it stands between grpc-js's client
- * layer and the call `Channel#createCall` made, passing everything through,
- * and is itself the listener that call reports to. (A wrapper, not a patch of
- * the call object: grpc-js's call objects keep their shape.)
- *
- * It subscribes to the deadline when the call starts and unsubscribes when
- * the call's status arrives, so the guard lives exactly as long as the call:
- * past the scope that started it, and no longer. At the cutoff it cancels the
- * call with DEADLINE_EXCEEDED; on a cancellation upstream, with CANCELLED. The
- * status of a call it ended (or that grpc-js ended at the cutoff it was
- * clamped to) carries our error as `cause` and our brand, so the caller's
- * error satisfies `isDeadlineError`.
+ * One gRPC client call under a deadline. It takes over the `start` of the
+ * call `Channel#createCall` made (on that call only), writes our metadata, and
+ * stands between the call and the listener grpc-js's client layer gave it,
+ * to see the status. It watches the deadline from the start to the status, so
+ * it lives exactly as long as the call: past the scope that started it, and
+ * no longer. At the cutoff it cancels the call with DEADLINE_EXCEEDED; on a
+ * cancellation upstream, with CANCELLED. The status of a call it ended (or
+ * that grpc-js ended at the cutoff it was clamped to) carries our error as
+ * `cause` and our brand, so the caller's error satisfies `isDeadlineError`.
  */
-export class GuardedCall extends LinkedItem implements ChannelCall, CallListener, AbortWatcher {
+export class GrpcCallGuard {
   private listener: CallListener | undefined;
-  /** True while this call watches its deadline (it is its own watcher: nothing allocated per call). */
-  private watching = false;
-  /** How to stop watching a deadline that is not one of ours (through its signal). */
   private stopWatching: (() => void) | undefined;
   private ended = false;
   private reason: unknown = NONE;
   private sentAtAbort = false;
+  private refused = false;
 
   constructor(
     private readonly call: ChannelCall,
-    private readonly init: ClientGuardInit,
-  ) {
-    super();
-  }
+    private readonly init: GrpcCallInit,
+    private readonly inject: (metadata: GrpcMetadata) => void,
+  ) {}
 
-  start(metadata: GrpcMetadata, listener: CallListener): void {
+  /** Takes the place of the call's own start, which is `start`. */
+  start(metadata: GrpcMetadata, listener: CallListener, start: ChannelCall['start']): void {
     this.listener = listener;
-    const { deadline, observe } = this.init;
-    if (!observe && deadline.aborted) return this.endBeforeStart(deadline.abortReason);
-    this.init.inject(metadata);
-    this.call.start(metadata, this);
+    const { deadline, observe, refusal } = this.init;
+    if (refusal !== undefined) return this.endBeforeStart(refusal, true);
+    if (!observe && deadline.aborted) return this.endBeforeStart(this.reasonFor(deadline.abortReason), false);
+    this.inject(metadata);
+    start.call(this.call, metadata, {
+      onReceiveMetadata: (received) => listener.onReceiveMetadata(received),
+      onReceiveMessage: (message) => listener.onReceiveMessage(message),
+      onReceiveStatus: (status) => this.onReceiveStatus(status),
+    });
     // After start: a cancel needs a started call. Runs at once if already aborted.
-    if (!this.ended) {
-      this.watching = true;
-      this.stopWatching = watchDeadlineAbort(this.init.deadline, this);
-    }
+    if (!this.ended) this.stopWatching = onDeadlineAbort(deadline, (reason) => this.onDeadlineAbort(reason));
     if (this.ended) this.detach();
-  }
-
-  onReceiveMetadata(metadata: GrpcMetadata): void {
-    this.listener!.onReceiveMetadata(metadata);
-  }
-
-  onReceiveMessage(message: unknown): void {
-    this.listener!.onReceiveMessage(message);
-  }
-
-  onReceiveStatus(status: GrpcStatus): void {
-    this.onStatus(status);
-    this.listener!.onReceiveStatus(status);
-  }
-
-  cancelWithStatus(code: number, details: string): void {
-    this.call.cancelWithStatus(code, details);
-  }
-
-  getPeer(): string {
-    return this.call.getPeer();
-  }
-
-  sendMessageWithContext(context: unknown, message: Buffer): void {
-    this.call.sendMessageWithContext(context, message);
-  }
-
-  startRead(): void {
-    this.call.startRead();
-  }
-
-  halfClose(): void {
-    this.call.halfClose();
-  }
-
-  getCallNumber(): number {
-    return this.call.getCallNumber();
-  }
-
-  setCredentials(credentials: unknown): void {
-    this.call.setCredentials(credentials);
-  }
-
-  getAuthContext(): unknown {
-    return this.call.getAuthContext?.() ?? null;
-  }
-
-  /** The operation named by the errors this guard makes (built only when one is). */
-  private get operation(): string {
-    return `grpc ${this.init.method}`;
   }
 
   /** True once the call may have reached the server: grpc-js reports a peer only once a stream exists. */
@@ -151,29 +100,30 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
   }
 
   /**
-   * A call started after its deadline aborted (an interceptor held its start
-   * back): nothing is sent. grpc-js may already have ended the call at the
-   * deadline it was clamped to, with no listener yet to tell, so the status
-   * is reported from here, on the next tick as grpc-js reports one.
+   * Ends a call that never starts: refused, or started after its deadline
+   * aborted (an interceptor held its start back). grpc-js may already have
+   * ended the call at the deadline it was clamped to, with no listener yet to
+   * tell: it is cancelled, and the status goes to the listener from here, on
+   * the next tick, as grpc-js reports a status that arises before any I/O.
    */
-  private endBeforeStart(reason: unknown): void {
-    this.reason = this.reasonFor(reason);
-    const code = abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
-    const status = { code, details: describeAbortReason(this.reason), metadata: this.init.newMetadata() };
-    this.call.cancelWithStatus(code, status.details);
-    process.nextTick(() => this.onReceiveStatus(status));
+  private endBeforeStart(reason: unknown, refused: boolean): void {
+    this.reason = reason;
+    this.refused = refused;
+    const code = !refused && abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
+    const details = refused ? `refused before start: ${describeAbortReason(reason)}` : describeAbortReason(reason);
+    this.call.cancelWithStatus(code, details);
+    process.nextTick(() => this.onReceiveStatus({ code, details, metadata: new this.init.Metadata() }));
   }
 
   /** The error this call ends with: a caller's own cancellation reason is kept as the cause of ours, as on HTTP. */
   private reasonFor(reason: unknown): unknown {
-    return abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.operation, reason) : reason;
+    return abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(`grpc ${this.init.method}`, reason) : reason;
   }
 
-  /** @internal Called by the deadline when it aborts (AbortWatcher). */
-  onDeadlineAbort(reason: unknown): void {
+  private onDeadlineAbort(reason: unknown): void {
     if (this.ended) return;
     if (this.init.observe) {
-      this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true });
+      this.init.span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
       return this.detach();
     }
     this.reason = this.reasonFor(reason);
@@ -182,65 +132,52 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
     this.call.cancelWithStatus(code, describeAbortReason(this.reason));
   }
 
-  private onStatus(status: GrpcStatus): void {
-    if (this.ended) return;
-    this.ended = true;
-    this.detach();
-    const { deadline, observe, span } = this.init;
+  private onReceiveStatus(status: GrpcStatus): void {
+    if (!this.ended) {
+      this.ended = true;
+      this.detach();
+      this.record(status);
+    }
+    this.listener?.onReceiveStatus(status);
+  }
+
+  private record(status: GrpcStatus): void {
+    const { deadline, observe, span, settings, channel, method } = this.init;
     let reason = this.reason;
     let sent = this.sentAtAbort;
     const claim = reason === NONE ? refusalClaimOf(status) : undefined;
-    const believed = claim !== undefined && this.init.trustsRefusal();
+    // Whether to believe this peer's refusal (`trustReply`) is asked only for a status that claims one.
+    const believed = claim !== undefined && settings.trustsReply({ transport: 'grpc', method, url: grpcTargetUrl(channel.getTarget()), statusCode: GRPC_DEADLINE_EXCEEDED });
     if (believed) {
       // The server refused before running anything: the call never started there.
-      markStatusWith(status, errorFromClaim(this.operation, deadline, claim));
-      this.record({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: claim.code });
+      markStatusWith(status, errorFromClaim(`grpc ${method}`, deadline, claim));
+      span.setAttributes({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: claim.code });
     } else if (reason === NONE && !observe && this.init.clampedByUs && status.code === GRPC_DEADLINE_EXCEEDED && deadline.remainingMs() <= OWN_TIMER_SLACK_MS) {
       const abortReason = deadline.aborted ? deadline.abortReason : undefined;
-      reason = abortCodeOf(abortReason) === 'DEADLINE_EXCEEDED' ? abortReason : new DeadlineExceededError(this.operation, deadline.expiresAtMs);
+      reason = abortCodeOf(abortReason) === 'DEADLINE_EXCEEDED' ? abortReason : new DeadlineExceededError(`grpc ${method}`, deadline.expiresAtMs);
       sent = this.mayHaveSent();
     }
     if (reason !== NONE && (status.code === GRPC_DEADLINE_EXCEEDED || status.code === GRPC_CANCELLED)) {
       markStatusWith(status, reason);
       const code = abortCodeOf(reason);
       // As for an HTTP POST: once the request may have reached the server, its effect is unknown.
-      const outcome = sent ? 'unknown' : code === 'CANCELLED' ? 'cancelled' : 'expired';
-      this.record({ [ATTR_DEADLINE_OUTCOME]: outcome, [ATTR_DEADLINE_ABORT_CODE]: code, [ATTR_DEADLINE_ABORT_REASON]: describeAbortReason(reason) });
+      const outcome = this.refused ? 'not_started' : sent ? 'unknown' : code === 'CANCELLED' ? 'cancelled' : 'expired';
+      span.setAttributes({ [ATTR_DEADLINE_OUTCOME]: outcome, [ATTR_DEADLINE_ABORT_CODE]: code, [ATTR_DEADLINE_ABORT_REASON]: describeAbortReason(reason) });
     } else if (observe && deadline.remainingMs() <= 0) {
-      this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true });
+      span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
     } else if (!believed && !observe && status.code === GRPC_DEADLINE_EXCEEDED && this.mayHaveSent()) {
       // A deadline ran out past this hop (the server's own, or a callee's passed on by its handler,
       // whose marker the server restates): the server may have done work, so nothing is known.
-      this.record({ [ATTR_DEADLINE_OUTCOME]: 'unknown' });
+      span.setAttribute(ATTR_DEADLINE_OUTCOME, 'unknown');
     }
-    if (this.init.ownSpan && span !== undefined) endRpcSpan(span, status.code, SpanKind.CLIENT);
+    if (!this.init.ownSpan) return;
+    if (!this.refused) return endRpcSpan(span, status.code, SpanKind.CLIENT);
+    span.setAttribute(ATTR_RPC_GRPC_STATUS_CODE, status.code);
+    endRefusedSpan(span, reason);
   }
 
   private detach(): void {
-    if (!this.watching) return;
-    this.watching = false;
-    unwatchDeadlineAbort(this.init.deadline, this, this.stopWatching);
+    this.stopWatching?.();
     this.stopWatching = undefined;
-  }
-
-  private record(attributes: Record<string, string | boolean>): void {
-    this.init.span?.setAttributes(attributes);
-  }
-}
-
-/**
- * Methods a grpc-js call has that GuardedCall does not name (a later 1.x
- * adding one to its call interface) are passed through too, added once from
- * the first call seen.
- */
-export function delegateUnknownMethods(call: object): void {
-  const target = GuardedCall.prototype as unknown as Record<string, unknown>;
-  for (let proto = Object.getPrototypeOf(call); proto !== null && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
-    for (const name of Object.getOwnPropertyNames(proto)) {
-      if (name === 'constructor' || name in target || typeof (proto as Record<string, unknown>)[name] !== 'function') continue;
-      target[name] = function (this: { call: Record<string, (...args: unknown[]) => unknown> }, ...args: unknown[]) {
-        return this.call[name](...args);
-      };
-    }
   }
 }

@@ -1,7 +1,6 @@
 /**
  * The few shapes of @grpc/grpc-js 1.x this instrumentation touches, written
- * out structurally: grpc-js is not a dependency, and its internal call
- * interface (the object Channel#createCall returns) is not exported.
+ * out structurally: grpc-js is not a dependency.
  */
 
 /** grpc-js `status` codes used here (the gRPC protocol's own numbers). */
@@ -30,17 +29,11 @@ export interface CallListener {
   onReceiveStatus(status: GrpcStatus): void;
 }
 
-/** The object `Channel#createCall` returns (grpc-js `Call`). */
+/** The parts of the object `Channel#createCall` returns (grpc-js's internal `Call`) used here: docs/internals.md. */
 export interface ChannelCall {
   start(metadata: GrpcMetadata, listener: CallListener): void;
   cancelWithStatus(code: number, details: string): void;
   getPeer(): string;
-  sendMessageWithContext(context: unknown, message: Buffer): void;
-  startRead(): void;
-  halfClose(): void;
-  getCallNumber(): number;
-  setCredentials(credentials: unknown): void;
-  getAuthContext?(): unknown;
 }
 
 export interface GrpcChannel {
@@ -63,20 +56,12 @@ export interface ServerCallLike {
 
 export type ServerCallback = (error: unknown, value?: unknown, trailer?: unknown, flags?: unknown) => void;
 
-/** How a method exchanges messages; what decides how its handler is called and how it ends. */
-export type HandlerKind = 'unary' | 'clientStream' | 'serverStream' | 'bidi';
-
 /** One method of a service definition passed to Server#addService. */
 export interface MethodDefinitionLike {
   path: string;
   requestStream: boolean;
   responseStream: boolean;
   originalName?: string;
-}
-
-export function handlerKind(method: MethodDefinitionLike): HandlerKind {
-  if (method.requestStream) return method.responseStream ? 'bidi' : 'clientStream';
-  return method.responseStream ? 'serverStream' : 'unary';
 }
 
 /** Epoch ms of a grpc-js deadline (Infinity for none). */

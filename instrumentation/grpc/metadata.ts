@@ -26,13 +26,10 @@ export const METADATA_SETTER: TextMapSetter<GrpcMetadata> = {
   },
 };
 
-
 /**
- * An incoming call's deadline values as the propagator reads them. grpc-js
- * takes `grpc-timeout` out of the metadata and keeps only the absolute
- * deadline it computed on arrival (`getDeadline()`), so that value is handed
- * back as the time left now, in `grpc-timeout` form; everything else comes
- * from the metadata as sent.
+ * An incoming call's deadline values as the propagator reads them. grpc-js keeps `grpc-timeout` out of the
+ * metadata and reports the deadline it computed on arrival (`getDeadline()`): handed back as the time left
+ * now, in `grpc-timeout` form.
  */
 export const SERVER_CALL_GETTER: TextMapGetter<ServerCallLike> = {
   get(call, key) {

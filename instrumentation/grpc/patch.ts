@@ -16,10 +16,8 @@ function prototypeOf(exports: Exports, name: string): Exports | undefined {
 }
 
 /**
- * Patches one loaded @grpc/grpc-js: the channel's createCall (every client
- * call) and the server's addService (every handler). `exports` may be the
- * CommonJS exports or import-in-the-middle's namespace; both hold the same
- * classes, so their prototypes are patched once.
+ * Patches one loaded @grpc/grpc-js: the channel's createCall (every client call) and the server's addService
+ * (every handler). CommonJS exports and import-in-the-middle's namespace hold the same classes: patched once.
  */
 export function patchGrpcJs(host: GrpcClientHost & GrpcServerHost, owner: object, isActive: () => boolean, exports: Exports): MethodPatch[] {
   const patches: MethodPatch[] = [];

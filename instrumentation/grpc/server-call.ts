@@ -1,72 +1,93 @@
 import { errorMonitor } from 'node:events';
 import { SpanKind, type Span } from '@opentelemetry/api';
 import type { DeadlineNode } from '../../src/deadline';
-import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason } from '../../src/errors';
-import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
-import { ATTR_DEADLINE_WOULD_ABORT } from '../names';
-import { deadlineEpochMs, GRPC_CANCELLED, GRPC_DEADLINE_EXCEEDED, GRPC_OK, type HandlerKind, type ServerCallback, type ServerCallLike } from './grpc-types';
-import { isStreamingResponse, restateStreamError, restatingCallback } from './forwarded-status';
+import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
+import { ATTR_DEADLINE_WOULD_ABORT, HEADER_DEADLINE_EXPIRED } from '../names';
+import { callerGone } from '../server/admission';
+import { FORWARDED_MARKER_VALUE } from '../server/forwarded-marker';
+import { deadlineEpochMs, GRPC_CANCELLED, GRPC_DEADLINE_EXCEEDED, GRPC_OK, type GrpcMetadata, type ServerCallback, type ServerCallLike } from './grpc-types';
 import { endRpcSpan } from './spans';
+
+/** The operation name of the deadline a gRPC handler runs under. */
+export const GRPC_SERVER_OPERATION = 'grpc.server';
 
 /** grpc-js's UNKNOWN: what it sends for an error without a numeric code. */
 const GRPC_UNKNOWN = 2;
 
 /** The gRPC status an error given to a handler's callback or stream ends the call with, as grpc-js derives it. */
-export function statusCodeOf(error: unknown): number {
+function statusCodeOf(error: unknown): number {
   if (error === null || error === undefined) return GRPC_OK;
   const code = (error as { code?: unknown }).code;
   return typeof code === 'number' && Number.isInteger(code) ? code : GRPC_UNKNOWN;
 }
 
-export interface ServerCallInit {
-  call: ServerCallLike;
-  kind: HandlerKind;
+type MetadataLike = GrpcMetadata & { clone(): GrpcMetadata };
+
+/**
+ * A copy of `metadata` with the refusal marker restated (FORWARDED_MARKER_VALUE), or undefined when it has
+ * none: a handler that passes on its callee's error passes on that callee's trailers, marker included.
+ */
+function restated(metadata: unknown): GrpcMetadata | undefined {
+  const candidate = metadata as Partial<MetadataLike> | null | undefined;
+  if (typeof candidate?.get !== 'function' || typeof candidate.clone !== 'function') return undefined;
+  if (candidate.get(HEADER_DEADLINE_EXPIRED).length === 0) return undefined;
+  const copy = candidate.clone();
+  copy.set(HEADER_DEADLINE_EXPIRED, FORWARDED_MARKER_VALUE);
+  return copy;
+}
+
+/** What a call admitted with a deadline of ours carries through its life. */
+export interface ServerGuard {
   deadline: DeadlineNode;
-  operation: string;
   span: Span;
   ownSpan: boolean;
   observe: boolean;
 }
 
 /**
- * Ties the deadline of one incoming call to that call's life: a cancel
- * (the client cancelled, or the stream was reset) aborts it with CANCELLED;
- * the end of the call (its callback, or the end of its response stream)
- * disposes it and ends a span of our own. Every listener it adds comes off
- * when the call ends.
+ * One incoming call from its handler's start to its end: what the handler sends has a forwarded refusal
+ * marker restated. With a deadline of ours, a cancel (by the client, or a stream reset) aborts it, and the
+ * end of the call (its callback, or the end of its response stream) disposes it and ends a span of our own.
  */
-export class ServerCallLifecycle {
+export class ServerCallWatch {
   private finished = false;
   private errorCode: number | undefined;
-  private readonly streaming: boolean;
-  // Bound once per call; `on` rather than `once`, which would wrap each of them again.
   private readonly onCancelled = (): void => this.cancelled();
-  private readonly onFinish: (() => void) | undefined;
-  private readonly onError: ((error: unknown) => void) | undefined;
-
-  constructor(private readonly init: ServerCallInit) {
-    const { call, kind } = init;
-    call.on('cancelled', this.onCancelled);
-    this.streaming = isStreamingResponse(kind);
-    if (this.streaming) {
-      this.onFinish = () => this.finish(this.errorCode ?? GRPC_OK);
-      this.onError = (error) => {
-        this.errorCode ??= statusCodeOf(error);
-        restateStreamError(error);
-      };
-      call.on('finish', this.onFinish);
-      // errorMonitor: watching errors without counting as their handler.
-      call.on(errorMonitor, this.onError);
+  private readonly onFinish = (): void => this.finish(this.errorCode ?? GRPC_OK);
+  /** Seen through errorMonitor, before grpc-js's own listener turns the error into the status. */
+  private readonly onError = (error: unknown): void => {
+    this.errorCode ??= statusCodeOf(error);
+    const fixed = typeof error === 'object' && error !== null ? restated((error as { metadata?: unknown }).metadata) : undefined;
+    if (fixed === undefined) return;
+    try {
+      (error as { metadata: unknown }).metadata = fixed;
+    } catch {
+      // A frozen error: grpc-js will send its trailers as they are.
     }
+  };
+
+  constructor(
+    private readonly call: ServerCallLike,
+    private readonly streaming: boolean,
+    private readonly guard: ServerGuard | undefined,
+  ) {
+    call.on('cancelled', this.onCancelled);
+    if (!streaming) return;
+    call.on('finish', this.onFinish);
+    call.on(errorMonitor, this.onError);
   }
 
-  /** The callback of a unary or client-streaming handler, which ends the call (and restates a forwarded refusal marker). */
+  /**
+   * The callback of a unary or client-streaming handler, which ends the call.
+   * grpc-js sends `trailer ?? error.metadata` as the trailers: a restated copy
+   * goes in as `trailer`, so the handler's error object is left as it is.
+   */
   wrapCallback(callback: ServerCallback | undefined): ServerCallback | undefined {
     if (typeof callback !== 'function') return callback;
-    const restating = restatingCallback(callback);
     return (error, value, trailer, flags) => {
       this.finish(statusCodeOf(error));
-      return restating(error, value, trailer, flags);
+      if (error === null || error === undefined) return callback(error, value, trailer, flags);
+      return callback(error, value, restated(trailer ?? (error as { metadata?: unknown }).metadata) ?? trailer, flags);
     };
   }
 
@@ -76,40 +97,33 @@ export class ServerCallLifecycle {
   }
 
   private cancelled(): void {
-    const { call, deadline, span, observe, operation } = this.init;
-    if (observe) {
-      span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
+    const { guard } = this;
+    if (guard === undefined || guard.observe) {
+      guard?.span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
       return this.finish(GRPC_CANCELLED);
     }
-    // Reading `aborted` checks the clock: past the cutoff it aborts with DeadlineExceededError itself.
-    if (!deadline.aborted) {
+    const { deadline } = guard;
+    callerGone(deadline, guard.span, () =>
       // grpc-js's own deadline timer (set from the same grpc-timeout, in whole ms) can end the call a moment before ours.
-      const grpcDeadlinePassed = deadlineEpochMs(call.getDeadline()) <= Date.now();
-      deadline.abort(
-        grpcDeadlinePassed ? new DeadlineExceededError(operation, deadline.expiresAtMs) : new DeadlineCancelledError(operation, 'client cancelled'),
-      );
-    }
-    const reason = deadline.abortReason;
-    const code = abortCodeOf(reason);
-    span.setAttributes({
-      [ATTR_DEADLINE_OUTCOME]: code === 'CANCELLED' ? 'cancelled' : 'expired',
-      [ATTR_DEADLINE_ABORT_CODE]: code,
-      [ATTR_DEADLINE_ABORT_REASON]: describeAbortReason(reason),
-    });
-    this.finish(code === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED);
+      deadlineEpochMs(this.call.getDeadline()) <= Date.now()
+        ? new DeadlineExceededError(GRPC_SERVER_OPERATION, deadline.expiresAtMs)
+        : new DeadlineCancelledError(GRPC_SERVER_OPERATION, 'client cancelled'),
+    );
+    this.finish(abortCodeOf(deadline.abortReason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED);
   }
 
   private finish(code: number): void {
     if (this.finished) return;
     this.finished = true;
-    const { call, deadline, span, observe } = this.init;
+    const { call, guard } = this;
     call.removeListener('cancelled', this.onCancelled);
     if (this.streaming) {
-      call.removeListener('finish', this.onFinish!);
-      call.removeListener(errorMonitor, this.onError!);
+      call.removeListener('finish', this.onFinish);
+      call.removeListener(errorMonitor, this.onError);
     }
-    if (observe && deadline.expired) span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
-    deadline.dispose();
-    if (this.init.ownSpan) endRpcSpan(span, code, SpanKind.SERVER);
+    if (guard === undefined) return;
+    if (guard.observe && guard.deadline.expired) guard.span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
+    guard.deadline.dispose();
+    if (guard.ownSpan) endRpcSpan(guard.span, code, SpanKind.SERVER);
   }
 }

@@ -1,31 +1,22 @@
-import { context, SpanKind, SpanStatusCode, trace, type Context, type Tracer } from '@opentelemetry/api';
+import { context, propagation, SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
 import { DeadlineNode } from '../../src/deadline';
-import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
-import type { RejectClaim } from '../call/reject-claim';
 import type { ResolvedConfig } from '../config';
-import { ATTR_DEADLINE_WOULD_REJECT, HEADER_DEADLINE_EXPIRED } from '../names';
-import { budgetFromWire, fromExtracted, rejectionFor, type IncomingBudget, type RejectCode } from '../server/admission';
-import type { ServerHost } from '../server/listener';
+import { HEADER_DEADLINE_EXPIRED } from '../names';
+import { admit, REFUSED, type ServerHost } from '../server/admission';
 import {
   deadlineEpochMs,
   GRPC_DEADLINE_EXCEEDED,
-  handlerKind,
-  type HandlerKind,
   type MetadataConstructor,
   type MethodDefinitionLike,
   type ServerCallback,
   type ServerCallLike,
 } from './grpc-types';
-import { SERVER_CALL_GETTER } from './metadata';
-import { isStreamingResponse, restatingCallback, watchStreamErrors } from './forwarded-status';
+import { METADATA_GETTER, SERVER_CALL_GETTER } from './metadata';
 import { refusalDetails } from './refusal';
-import { ServerCallLifecycle } from './server-call';
-import { callerContext, coveringSpan, endRpcSpan, startRpcSpan } from './spans';
-
-/** The operation name of the deadline a gRPC handler runs under. */
-export const GRPC_SERVER_OPERATION = 'grpc.server';
+import { GRPC_SERVER_OPERATION, ServerCallWatch } from './server-call';
+import { coveringSpan, endRpcSpan, startRpcSpan } from './spans';
 
 export interface GrpcServerHost extends ServerHost {
   readonly tracer: Tracer;
@@ -66,24 +57,20 @@ function guardImplementation(
     let handler = implementation[name];
     if (handler === undefined && typeof method.originalName === 'string') handler = implementation[method.originalName];
     if (typeof handler !== 'function') continue;
-    guarded[name] = guardHandler(host, Metadata, method.path, handlerKind(method), handler as Handler, implementation);
+    guarded[name] = function guardedHandler(call: ServerCallLike, callback?: ServerCallback) {
+      const run = (ctx: Context, callbackToPass: ServerCallback | undefined) => context.with(ctx, () => (handler as Handler).call(implementation, call, callbackToPass));
+      if (!host.isEnabled() || !host.grpcEnabled) return (handler as Handler).call(implementation, call, callback);
+      return runGuarded(host, Metadata, method, call, callback, run);
+    };
   }
   return guarded;
-}
-
-function guardHandler(host: GrpcServerHost, Metadata: MetadataConstructor, path: string, kind: HandlerKind, handler: Handler, self: unknown): Handler {
-  return function guardedHandler(call, callback) {
-    if (!host.isEnabled() || !host.grpcEnabled) return handler.call(self, call, callback);
-    return runGuarded(host, Metadata, path, kind, handler, self, call, callback);
-  };
 }
 
 /**
  * The deadline instrumentation-grpc's global propagator already read from
  * this call's metadata (it extracts before running the handler), if it holds
  * everything: grpc-js keeps `grpc-timeout` out of the metadata, so a node that
- * ends later than grpc-js's own deadline for the call is not used. Reusing it
- * saves reading the metadata twice.
+ * ends later than grpc-js's own deadline for the call is not used.
  */
 function extractedFrom(ctx: Context, call: ServerCallLike): DeadlineNode | undefined {
   const active = getDeadline(ctx);
@@ -99,80 +86,50 @@ function trustsCaller(settings: ResolvedConfig, call: ServerCallLike, path: stri
   return safeExecuteInTheMiddle(() => hook({ path, peer: call.getPeer(), metadata: call.metadata }), () => {}, true) === true;
 }
 
-function runGuarded(
-  host: GrpcServerHost,
-  Metadata: MetadataConstructor,
-  path: string,
-  kind: HandlerKind,
-  handler: Handler,
-  self: unknown,
-  call: ServerCallLike,
-  callback: ServerCallback | undefined,
-): unknown {
-  const { settings } = host;
+type Run = (ctx: Context, callback: ServerCallback | undefined) => unknown;
+
+/** Admits one call, then runs its handler (`run`) under its deadline, unless it was refused. */
+function runGuarded(host: GrpcServerHost, Metadata: MetadataConstructor, method: MethodDefinitionLike, call: ServerCallLike, callback: ServerCallback | undefined, run: Run): unknown {
+  const { path, requestStream, responseStream } = method;
   const ctx = context.active();
   const covering = coveringSpan(ctx, SpanKind.SERVER);
-  const trusted = trustsCaller(settings, call, path);
-  const extracted = trusted && covering !== undefined ? extractedFrom(ctx, call) : undefined;
-  const budget =
-    extracted !== undefined
-      ? fromExtracted(extracted, settings.maxIncomingMs)
-      : budgetFromWire(settings, host.serverPropagator, trusted, call, SERVER_CALL_GETTER);
-  if (budget === undefined) {
-    // No deadline here, but the handler may still pass on a callee's refusal: it is restated all the same.
-    const forwarding = typeof callback === 'function' ? restatingCallback(callback) : callback;
-    if (isStreamingResponse(kind)) watchStreamErrors(call);
+  // Without instrumentation-grpc's span, one of our own, made only for a call that has a deadline.
+  let parent = ctx;
+  let span: Span | undefined = covering;
+  const spanOf = (): Span => {
+    if (span !== undefined) return span;
+    // The caller's trace context and baggage, as instrumentation-grpc would extract them.
+    parent = propagation.extract(ctx, call.metadata, METADATA_GETTER);
+    return (span = startRpcSpan(host.tracer, SpanKind.SERVER, path, parent));
+  };
+  const trusted = trustsCaller(host.settings, call, path);
+  const arrival = { trusted, extracted: trusted && covering !== undefined ? extractedFrom(ctx, call) : undefined, carrier: call, getter: SERVER_CALL_GETTER };
+  const deadline = admit(host, arrival, GRPC_SERVER_OPERATION, spanOf, (claim) => refuseCall(responseStream, call, callback, refusalDetails(claim), Metadata));
+  if (deadline === REFUSED) {
+    if (covering === undefined) endRpcSpan(spanOf(), GRPC_DEADLINE_EXCEEDED, SpanKind.SERVER);
+    return undefined;
+  }
+  let handlerContext: Context;
+  let watch: ServerCallWatch;
+  if (deadline === undefined) {
     // Ours is authoritative at the trust edge: drop what a global propagator extracted (as on HTTP).
-    const cleaned = withoutDeadline(ctx);
-    return cleaned === ctx ? handler.call(self, call, forwarding) : context.with(cleaned, () => handler.call(self, call, forwarding));
+    handlerContext = withoutDeadline(ctx);
+    watch = new ServerCallWatch(call, responseStream, undefined);
+  } else {
+    const guard = { deadline, span: spanOf(), ownSpan: covering === undefined, observe: host.settings.mode === 'observe' };
+    watch = new ServerCallWatch(call, responseStream, guard);
+    // An adopted deadline is in the context already.
+    handlerContext = deadline === getDeadline(ctx) ? ctx : setDeadline(covering === undefined ? trace.setSpan(parent, guard.span) : ctx, deadline);
+    // A streaming call's listeners ('data', 'end', 'cancelled') run where grpc-js
+    // emits them, outside the handler's context: bound, they see its deadline too.
+    if (requestStream || responseStream) context.bind(handlerContext, call);
   }
-
-  const parent = covering === undefined ? callerContext(ctx, call.metadata) : ctx;
-  const span = covering ?? startRpcSpan(host.tracer, SpanKind.SERVER, path, parent);
-  const observe = settings.mode === 'observe';
-  const rejection = rejectionFor(budget, settings.minUsefulMs);
-  if (rejection !== undefined) {
-    if (observe) {
-      span.setAttribute(ATTR_DEADLINE_WOULD_REJECT, true);
-    } else {
-      span.setAttributes({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: rejection });
-      span.setStatus({ code: SpanStatusCode.ERROR, message: rejection });
-      refuseCall(kind, call, callback, refusalDetails(claimOf(rejection, budget, settings.minUsefulMs)), Metadata);
-      if (covering === undefined) endRpcSpan(span, GRPC_DEADLINE_EXCEEDED, SpanKind.SERVER);
-      return undefined;
-    }
-  }
-
-  // The node the global propagator built from this call's metadata, unless
-  // maxIncomingMs cut it shorter: the handler's context then needs no change.
-  const adopted = extracted !== undefined && budget.cutoffMono === extracted.cutoffMono ? extracted.adoptAs(GRPC_SERVER_OPERATION) : undefined;
-  const deadline = adopted ?? new DeadlineNode({
-    operation: GRPC_SERVER_OPERATION,
-    cutoffMono: budget.cutoffMono,
-    expiresAtMs: budget.expiresAtMs,
-    source: budget.source,
-    budgetMs: budget.remainingMs,
-    wireSkewMs: budget.wireSkewMs,
-  });
-  const lifecycle = new ServerCallLifecycle({ call, kind, deadline, operation: GRPC_SERVER_OPERATION, span, ownSpan: covering === undefined, observe });
-  const guardedCallback = lifecycle.wrapCallback(callback);
-  const handlerContext = adopted !== undefined ? ctx : setDeadline(covering === undefined ? trace.setSpan(parent, span) : ctx, deadline);
-  // A streaming call's listeners ('data', 'end', 'cancelled') run where grpc-js
-  // emits them, outside the handler's context: bound, they see its deadline too.
-  if (kind !== 'unary') context.bind(handlerContext, call);
   try {
-    // An adopted deadline is in the active context already: entering it again would only cost a context switch.
-    if (handlerContext === ctx) return handler.call(self, call, guardedCallback);
-    return context.with(handlerContext, () => handler.call(self, call, guardedCallback));
+    return run(handlerContext, watch.wrapCallback(callback));
   } catch (err) {
-    lifecycle.handlerThrew();
+    watch.handlerThrew();
     throw err;
   }
-}
-
-/** What the refusal tells the caller: the code, and for INSUFFICIENT_BUDGET the two numbers behind it. */
-function claimOf(rejection: RejectCode, budget: IncomingBudget, minUsefulMs: number): RejectClaim {
-  return rejection === 'DEADLINE_EXCEEDED' ? { code: rejection } : { code: rejection, neededMs: minUsefulMs, remainingMs: budget.remainingMs };
 }
 
 /**
@@ -180,10 +137,10 @@ function claimOf(rejection: RejectCode, budget: IncomingBudget, minUsefulMs: num
  * message, and the trailer `x-deadline-expired: 1`, through the path a
  * handler itself would use (its callback, or an 'error' on its stream).
  */
-function refuseCall(kind: HandlerKind, call: ServerCallLike, callback: ServerCallback | undefined, details: string, Metadata: MetadataConstructor): void {
+function refuseCall(responseStream: boolean, call: ServerCallLike, callback: ServerCallback | undefined, details: string, Metadata: MetadataConstructor): void {
   const trailer = new Metadata();
   trailer.set(HEADER_DEADLINE_EXPIRED, '1');
   const error = { code: GRPC_DEADLINE_EXCEEDED, details, metadata: trailer };
-  if ((kind === 'unary' || kind === 'clientStream') && typeof callback === 'function') callback(error);
+  if (!responseStream && typeof callback === 'function') callback(error);
   else call.emit('error', error);
 }

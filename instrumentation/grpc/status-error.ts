@@ -4,12 +4,9 @@ import type { GrpcStatus } from './grpc-types';
 const BRAND_PREFIX = 'otel-deadline.error.';
 
 /**
- * Makes the error grpc-js builds from `status` also one of ours. grpc-js
- * builds a call's error with `Object.assign(new Error(...), status)`, which
- * copies enumerable own properties, symbols included. So `cause` and the
- * brand of `error`, set here as enumerable properties, end up on the error
- * the caller gets: `isDeadlineError(err)` holds and `err.cause` is `error`,
- * while `err.code` stays the gRPC status code.
+ * Makes the error grpc-js builds from `status` (`Object.assign(new Error(...), status)`, which copies
+ * enumerable own properties, symbols included) also one of ours: `isDeadlineError(err)` holds and
+ * `err.cause` is `error`, while `err.code` stays the gRPC status code.
  */
 export function markStatusWith(status: GrpcStatus, error: unknown): void {
   if (typeof error !== 'object' || error === null) return;

@@ -1,10 +1,7 @@
 /**
- * A grpc-js channel target as a URL, for `propagateTo` (host patterns) and
- * `ignoreOutgoingRequest`. Targets look like `host:port`, `dns:host:port`,
- * `dns:///host:port`, `dns://resolver/host:port`, `ipv4:1.2.3.4:port[,...]`
- * or `ipv6:[::1]:port`; the first address stands for the target. The scheme
- * given is `https:`, whose default port (443) is gRPC's. A `unix:` socket or
- * anything else has no host: undefined, which no host list matches.
+ * A grpc-js channel target as a URL, for `propagateTo` and `trustReply`: `host:port`, `dns:host:port`,
+ * `dns:///host:port`, `dns://resolver/host:port`, `ipv4:1.2.3.4:port[,...]` or `ipv6:[::1]:port`, the first
+ * address standing for the target, as `https:` (gRPC's default port 443). `unix:` or anything else: undefined.
  */
 const NAME_RESOLVERS = new Set(['dns', 'ipv4', 'ipv6']);
 

@@ -1,11 +1,9 @@
 /**
- * The `grpc-timeout` codec: pure, no clock, never throws. Reading is the
- * propagator's (`parseGrpcTimeout` in src/propagation/parse.ts); this side
- * writes the value the propagator then reads back on a server, where grpc-js
- * has already consumed the header and only reports the absolute deadline.
+ * Writing `grpc-timeout`: pure, no clock, never throws. Reading is the
+ * propagator's (`parseGrpcTimeout` in src/propagation/parse.ts), on a server
+ * where grpc-js has already consumed the header and only reports the absolute
+ * deadline, which SERVER_CALL_GETTER hands back in this form.
  */
-export { parseGrpcTimeout } from '../../src/propagation/parse';
-
 /** The protocol allows at most 8 digits per value. */
 const MAX_DIGITS_VALUE = 99_999_999;
 
@@ -18,10 +16,8 @@ const UNITS: readonly (readonly [unit: string, ms: number])[] = [
 ];
 
 /**
- * `ms` as a `grpc-timeout` value in the finest unit (from milliseconds up)
- * whose value fits in 8 digits. Rounded up, as grpc-js does: at most one unit
- * longer than `ms`, never shorter. Negative, NaN and non-finite input:
- * `undefined` (no value to send).
+ * `ms` as a `grpc-timeout` value in the finest unit whose value fits in 8 digits, rounded up as grpc-js
+ * does (never shorter than `ms`). Negative, NaN and non-finite input: undefined.
  */
 export function formatGrpcTimeout(ms: number): string | undefined {
   if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) return undefined;

@@ -1,98 +1,116 @@
-import type { IncomingMessage } from 'node:http';
-import { defaultTextMapGetter, type TextMapGetter } from '@opentelemetry/api';
-import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
-import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
-import type { DeadlineNode, DeadlineSource } from '../../src/deadline';
+import { SpanStatusCode, type Span, type TextMapGetter } from '@opentelemetry/api';
+import { DeadlineNode, type DeadlineSource, type NodeInit } from '../../src/deadline';
+import { abortCodeOf, describeAbortReason } from '../../src/errors';
+import type { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
 import { monotonicNowForOpening } from '../../src/time';
+import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
+import type { RejectClaim } from '../call/reject-claim';
 import type { ResolvedConfig } from '../config';
-
-/** The deadline an incoming request is admitted with, before it becomes a DeadlineNode. */
-export interface IncomingBudget {
-  remainingMs: number;
-  cutoffMono: number;
-  expiresAtMs: number;
-  source: DeadlineSource;
-  wireSkewMs: number | undefined;
-}
-
-export type RejectCode = 'DEADLINE_EXCEEDED' | 'INSUFFICIENT_BUDGET';
+import { ATTR_DEADLINE_WOULD_REJECT } from '../names';
 
 /**
- * The budget of a deadline a global propagator already read from this
- * request's headers (instrumentation-http extracts before we run), capped at
- * `maxIncomingMs`. Reusing its cutoff saves parsing the headers twice, and a
- * relative header read again a moment later would end a moment later.
+ * One admission for every server transport (HTTP and gRPC): the incoming budget, admit or refuse, and what
+ * the span records. Each transport plugs in how it reads the caller's values and how it writes its refusal.
  */
-export function fromExtracted(extracted: DeadlineNode, maxIncomingMs: number | undefined): IncomingBudget {
-  const remainingMs = extracted.remainingMs();
-  if (maxIncomingMs !== undefined && remainingMs > maxIncomingMs) return capped(maxIncomingMs, extracted.wireSkewMs);
-  return { remainingMs, cutoffMono: extracted.cutoffMono, expiresAtMs: extracted.expiresAtMs, source: 'remote', wireSkewMs: extracted.wireSkewMs };
+
+export interface ServerHost {
+  readonly settings: ResolvedConfig;
+  readonly serverPropagator: DeadlinePropagator;
+  isEnabled(): boolean;
 }
 
 /**
- * A budget of `ms` from now. The wall clock is read before the monotonic one,
- * so a pause between the two reads can only make the cutoff sent downstream
- * (expiresAtMs) earlier than the one enforced here, never later.
+ * One incoming request or call: whether to believe the caller (`trustIncoming`, `trustIncomingGrpc`), the
+ * deadline a global propagator already read from it (instrumentation-http's or -grpc's), and its headers.
  */
-function capped(ms: number, wireSkewMs: number | undefined): IncomingBudget {
+export interface Arrival<Carrier> {
+  trusted: boolean;
+  extracted: DeadlineNode | undefined;
+  carrier: Carrier;
+  getter: TextMapGetter<Carrier>;
+}
+
+/** Marks a request answered with a refusal: no handler runs. */
+export const REFUSED: unique symbol = Symbol('refused');
+
+type Budget = Omit<NodeInit, 'operation'>;
+
+/**
+ * A budget of `ms` from now. The wall clock first: a pause between the two reads can only make the cutoff
+ * sent downstream (expiresAtMs) earlier than the one enforced here, never later.
+ */
+function fromNow(ms: number, source: DeadlineSource, wireSkewMs: number | undefined): Budget {
   const expiresAtMs = Date.now() + ms;
-  return { remainingMs: ms, cutoffMono: monotonicNowForOpening() + ms, expiresAtMs, source: 'remote', wireSkewMs };
+  return { budgetMs: ms, cutoffMono: monotonicNowForOpening() + ms, expiresAtMs, source, wireSkewMs };
 }
 
 /**
- * Reads the budget of an incoming request: the caller's headers if the caller
- * is trusted (capped at `maxIncomingMs`), else `defaultTimeoutMs` if set, else
- * none. A `trustIncoming` hook that throws counts as "do not trust".
+ * The caller's budget if the caller is trusted (capped at `maxIncomingMs`):
+ * the extracted deadline's own cutoff when there is one (a relative header
+ * read again a moment later would end a moment later), else the wire values.
+ * Failing those, `defaultTimeoutMs` (a deadline of this server's own), else none.
  */
-export function incomingBudget(
-  settings: ResolvedConfig,
-  propagator: DeadlinePropagator,
-  request: IncomingMessage,
-  extracted: DeadlineNode | undefined,
-): IncomingBudget | undefined {
-  const trust = settings.trustIncoming;
-  const trusted = trust === undefined || safeExecuteInTheMiddle(() => trust(request), () => {}, true) === true;
-  if (trusted && extracted !== undefined) return fromExtracted(extracted, settings.maxIncomingMs);
-  return budgetFromWire(settings, propagator, trusted, request.headers, defaultTextMapGetter);
-}
-
-/**
- * The budget a caller's wire values give, if the caller is `trusted`, else
- * `defaultTimeoutMs` if set, else none. Shared by every server transport:
- * `carrier` and `getter` are that transport's headers or metadata.
- */
-export function budgetFromWire<Carrier>(
-  settings: ResolvedConfig,
-  propagator: DeadlinePropagator,
-  trusted: boolean,
-  carrier: Carrier,
-  getter: TextMapGetter<Carrier>,
-): IncomingBudget | undefined {
-  const wire = trusted ? propagator.read(carrier, getter) : undefined;
-  if (wire !== undefined) {
-    // Spelled out: an object spread here costs microseconds per request on Node 20.
-    return {
-      remainingMs: wire.remainingMs,
-      cutoffMono: monotonicNowForOpening() + wire.remainingMs,
-      expiresAtMs: wire.expiresAtMs,
-      source: 'remote',
-      wireSkewMs: wire.wireSkewMs,
-    };
+function budgetOf<Carrier>(settings: ResolvedConfig, propagator: DeadlinePropagator, arrival: Arrival<Carrier>): Budget | undefined {
+  const { trusted, extracted } = arrival;
+  if (trusted && extracted !== undefined) {
+    const { cutoffMono, expiresAtMs, wireSkewMs } = extracted;
+    const budgetMs = extracted.remainingMs();
+    const max = settings.maxIncomingMs;
+    return max !== undefined && budgetMs > max ? fromNow(max, 'remote', wireSkewMs) : { budgetMs, cutoffMono, expiresAtMs, source: 'remote', wireSkewMs };
   }
-  if (settings.defaultTimeoutMs === undefined) return undefined;
-  const expiresAtMs = Date.now() + settings.defaultTimeoutMs; // the wall clock first: see capped()
-  return {
-    remainingMs: settings.defaultTimeoutMs,
-    cutoffMono: monotonicNowForOpening() + settings.defaultTimeoutMs,
-    expiresAtMs,
-    source: 'local',
-    wireSkewMs: undefined,
-  };
+  const wire = trusted ? propagator.read(arrival.carrier, arrival.getter) : undefined;
+  if (wire !== undefined) {
+    const { remainingMs, expiresAtMs, wireSkewMs } = wire;
+    return { budgetMs: remainingMs, cutoffMono: monotonicNowForOpening() + remainingMs, expiresAtMs, source: 'remote', wireSkewMs };
+  }
+  return settings.defaultTimeoutMs === undefined ? undefined : fromNow(settings.defaultTimeoutMs, 'local', undefined);
 }
 
-/** Why enforce mode answers the request at once instead of running the handler, if it does. */
-export function rejectionFor(budget: IncomingBudget, minUsefulMs: number): RejectCode | undefined {
-  if (budget.remainingMs <= 0) return 'DEADLINE_EXCEEDED';
-  if (budget.remainingMs < minUsefulMs) return 'INSUFFICIENT_BUDGET';
-  return undefined;
+/**
+ * Admits one incoming request: undefined when it carries no deadline of ours
+ * (the handler runs as it is); REFUSED, in enforce mode, when it arrived with
+ * its deadline passed or less than `minUsefulMs` left, after `refuse` wrote the
+ * transport's refusal; else the deadline its handler runs under: the extracted
+ * one itself, renamed, when `maxIncomingMs` left it whole.
+ */
+export function admit<Carrier>(
+  host: ServerHost,
+  arrival: Arrival<Carrier>,
+  operation: string,
+  span: () => Span | undefined,
+  refuse: (claim: RejectClaim) => void,
+): DeadlineNode | typeof REFUSED | undefined {
+  const { settings } = host;
+  const budget = budgetOf(settings, host.serverPropagator, arrival);
+  if (budget === undefined) return undefined;
+  const left = budget.budgetMs;
+  const code = left <= 0 ? 'DEADLINE_EXCEEDED' : left < settings.minUsefulMs ? 'INSUFFICIENT_BUDGET' : undefined;
+  if (code !== undefined && settings.mode === 'observe') {
+    span()?.setAttribute(ATTR_DEADLINE_WOULD_REJECT, true);
+  } else if (code !== undefined) {
+    span()?.setAttributes({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: code });
+    span()?.setStatus({ code: SpanStatusCode.ERROR, message: code });
+    refuse(code === 'DEADLINE_EXCEEDED' ? { code } : { code, neededMs: settings.minUsefulMs, remainingMs: left });
+    return REFUSED;
+  }
+  const { extracted } = arrival;
+  if (extracted !== undefined && budget.cutoffMono === extracted.cutoffMono) return extracted.adoptAs(operation);
+  return new DeadlineNode({ operation, ...budget });
+}
+
+/**
+ * The caller went away before the answer (disconnected, cancelled): the
+ * deadline aborts with `reason()` unless it already had (reading `aborted`
+ * past the cutoff aborts it as expired), and the span says how the request
+ * ended, before it ends, so the span processor knows the package ended it.
+ */
+export function callerGone(deadline: DeadlineNode, span: Span | undefined, reason: () => Error): void {
+  if (!deadline.aborted) deadline.abort(reason());
+  const why = deadline.abortReason;
+  const code = abortCodeOf(why);
+  span?.setAttributes({
+    [ATTR_DEADLINE_OUTCOME]: code === 'CANCELLED' ? 'cancelled' : 'expired',
+    [ATTR_DEADLINE_ABORT_CODE]: code,
+    [ATTR_DEADLINE_ABORT_REASON]: describeAbortReason(why),
+  });
 }

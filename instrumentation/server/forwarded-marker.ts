@@ -2,16 +2,10 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
 
 /**
- * The value a server puts in `x-deadline-expired` when a handler it ran
- * passes on a reply that carries the marker from the handler's own callee.
- *
- * `1` says "this server refused the request before running anything", and a
- * caller that believes it records `not_started`. Only the server that refused
- * may say that: once a handler has run here, work may have been done (a row
- * inserted), so what goes back to the caller must not claim otherwise. The
- * marker is restated rather than dropped: a deadline still ran out on the
- * way, so a retry helper that stops on `x-deadline-expired` (any value but
- * empty or `0`) still stops, while a client believes a refusal only for `1`.
+ * The value a server puts in `x-deadline-expired` when a handler it ran passes on a reply that carries the
+ * marker from its own callee. `1` says "this server refused before running anything", which only the server
+ * that refused may say: once a handler has run here, work may have been done. Restated rather than dropped,
+ * a retry helper that stops on the marker (any value but empty or `0`) still stops.
  */
 export const FORWARDED_MARKER_VALUE = 'downstream';
 
@@ -37,11 +31,9 @@ function restatedHeaders(headers: HeaderList): HeaderList {
 }
 
 /**
- * For a request whose listeners run (it was not refused here): whatever
- * headers the handler sends, `x-deadline-expired` goes out restated. Set
- * through `setHeader` or passed to `writeHead`, every header block passes
- * through `writeHead` (node:http calls it for implicit headers too), which is
- * wrapped on this response only, as `on-headers` does.
+ * For a request whose listeners run: `x-deadline-expired` goes out restated, set through `setHeader` or
+ * passed to `writeHead`. Every header block passes through `writeHead` (node:http calls it for implicit
+ * headers too), wrapped on this response only, as `on-headers` does.
  */
 export function restateForwardedMarkers(response: ServerResponse): void {
   const writeHead = response.writeHead;

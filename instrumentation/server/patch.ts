@@ -1,6 +1,7 @@
 import type { MethodPatch } from '../wrap';
 import { wrapMethod } from '../wrap';
-import { wrapRequestListener, type ServerHost } from './listener';
+import type { ServerHost } from './admission';
+import { wrapRequestListener } from './listener';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { formatGrpcTimeout, parseGrpcTimeout } from '../../instrumentation/grpc/timeout';
+import { formatGrpcTimeout } from '../../instrumentation/grpc/timeout';
+import { parseGrpcTimeout } from '../../src/propagation/parse';
 
 // The grpc-timeout codec, one row per edge of the protocol's
 // `TimeoutValue = 1*8DIGIT` and `TimeoutUnit = H / M / S / m / u / n`.
