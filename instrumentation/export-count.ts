@@ -3,7 +3,7 @@
  * delivered, so that at exit it can say in one line how many spans were
  * dropped instead of dropping them silently.
  */
-import type { SpanExporterLike } from './batch-processor';
+import type { SpanExporterLike } from './register-exporters';
 
 const SUCCESS = 0;
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { getDeadline, setDeadline } from '../context';
 import { openDeadlineUnder, type Deadline, type ManagedDeadline } from '../deadline';
@@ -28,7 +29,6 @@ import {
   type RetryDecision,
 } from './attributes';
 import { carriesDeadlineExpired, deadlineCodeOf, httpStatusOf } from './replies';
-import { abortableSleep } from './sleep';
 import { errorType } from './span-run';
 
 /** What each attempt receives. */
@@ -148,10 +148,9 @@ function stopForAbort(operation: string, reason: unknown, cause: unknown): Error
   return new DeadlineCancelledError(operation, reason);
 }
 
-function decisionForCode(code: string): RetryDecision {
-  if (code === 'DEADLINE_EXCEEDED') return 'deadline_exceeded';
-  if (code === 'INSUFFICIENT_BUDGET') return 'insufficient_budget';
-  return 'cancelled';
+/** `deadline_exceeded`, `insufficient_budget` or `cancelled`, from the error's deadline code. */
+function decisionOf(code: string): RetryDecision {
+  return code.toLowerCase() as RetryDecision;
 }
 
 function safeRetryable(retryable: (err: unknown) => boolean, err: unknown): boolean {
@@ -185,6 +184,7 @@ export async function retryWithinDeadline<T>(
 
   const outer = context.active();
   const span = trace.getTracer(TRACER_NAME).startSpan(plan.operation, {}, outer);
+  let lastError: unknown;
   const record = (attempt: number, started: boolean, backoffMs: number, decision: RetryDecision, err?: unknown) => {
     span.addEvent(EVENT_RETRY_ATTEMPT, {
       [ATTR_RETRY_ATTEMPT]: attempt,
@@ -195,79 +195,59 @@ export async function retryWithinDeadline<T>(
       ...(err === undefined ? {} : { [ATTR_RETRY_ERROR]: describeAbortReason(err) }),
     });
   };
-
+  /** Records that the attempt did not start, and throws the refusal. */
+  const stop = (attempt: number, backoffMs: number, refusal: Error): never => {
+    record(attempt, false, backoffMs, decisionOf(abortCodeOf(refusal)), lastError);
+    throw refusal;
+  };
   // The budget check that runs before every wait and attempt.
-  let lastError: unknown;
   const refusal = (backoffMs: number): Error | undefined => {
     if (options.signal?.aborted) return new DeadlineCancelledError(plan.operation, options.signal.reason);
     if (parent === undefined) return undefined;
     if (parent.aborted) return stopForAbort(plan.operation, parent.abortReason, lastError);
     const remaining = parent.remainingMs();
     const usable = remaining - backoffMs - plan.reserveMs;
-    if (usable <= 0 || usable < plan.minAttemptMs) {
-      return new InsufficientBudgetError(plan.operation, backoffMs + plan.minAttemptMs + plan.reserveMs, remaining, {
-        cause: lastError,
-      });
-    }
-    return undefined;
+    if (usable > 0 && usable >= plan.minAttemptMs) return undefined;
+    return new InsufficientBudgetError(plan.operation, backoffMs + plan.minAttemptMs + plan.reserveMs, remaining, { cause: lastError });
   };
 
   const first = refusal(0);
   if (first !== undefined) {
-    record(1, false, 0, decisionForCode(abortCodeOf(first)));
+    record(1, false, 0, decisionOf(abortCodeOf(first)));
     endRefusedSpan(span, first);
     throw first;
   }
 
-  // One scope for the whole call: it ends `reserveMs` before the caller's
-  // cutoff and carries the caller's extra signal, so every attempt's signal
-  // and every call it makes stop in time to leave the reserve.
-  let scope: ManagedDeadline | undefined;
-  let signal: AbortSignal;
-  if (parent !== undefined) {
-    // The reserve comes off the caller's cutoff inside the opening, on its own clock read: a pause
-    // after the check above cannot move the scope's end into the reserve.
-    scope = openDeadlineUnder(parent, { operation: plan.operation, timeoutMs: parent.remainingMs(), signal: options.signal }, plan.reserveMs);
-    signal = scope.signal;
-  } else {
-    signal = options.signal ?? new AbortController().signal;
-  }
+  // One scope for the whole call, ending `reserveMs` before the caller's cutoff (taken off inside
+  // the opening, on its own clock read) and carrying the caller's signal: every attempt and every
+  // call it makes stops in time to leave the reserve.
+  const scope: ManagedDeadline | undefined =
+    parent === undefined
+      ? undefined
+      : openDeadlineUnder(parent, { operation: plan.operation, timeoutMs: parent.remainingMs(), signal: options.signal }, plan.reserveMs);
+  const signal = scope?.signal ?? options.signal ?? new AbortController().signal;
   const inner = scope === undefined ? trace.setSpan(outer, span) : setDeadline(trace.setSpan(outer, span), scope);
 
   try {
     for (let attempt = 1; ; attempt++) {
       const backoffMs = attempt === 1 ? 0 : plan.backoffFor(attempt);
       if (attempt > 1) {
-        const stop = refusal(backoffMs);
-        if (stop !== undefined) {
-          record(attempt, false, backoffMs, decisionForCode(abortCodeOf(stop)), lastError);
-          throw stop;
-        }
+        const early = refusal(backoffMs);
+        if (early !== undefined) stop(attempt, backoffMs, early);
       }
-      try {
-        if (backoffMs > 0) await abortableSleep(backoffMs, signal);
-      } catch (reason) {
-        const stop = stopForAbort(plan.operation, reason, lastError);
-        record(attempt, false, backoffMs, decisionForCode(abortCodeOf(stop)), lastError);
-        throw stop;
-      }
-      // The check before the wait counted on the timer firing on time; a late one (a busy event
-      // loop) may have eaten into minAttemptMs, and the attempt must not start then either.
-      const late = backoffMs > 0 ? refusal(0) : undefined;
-      if (late !== undefined) {
-        record(attempt, false, backoffMs, decisionForCode(abortCodeOf(late)), lastError);
-        throw late;
+      if (backoffMs > 0) {
+        await sleep(backoffMs, undefined, { signal }).catch(() => stop(attempt, backoffMs, stopForAbort(plan.operation, signal.reason, lastError)));
+        // The check above counted on the timer firing on time; a late one (a busy event loop) may
+        // have eaten into minAttemptMs, and the attempt must not start then either.
+        const late = refusal(0);
+        if (late !== undefined) stop(attempt, backoffMs, late);
       }
 
       // With attemptTimeoutMs each attempt runs under its own, shorter child.
       const own =
         plan.attemptTimeoutMs === undefined
           ? undefined
-          : openDeadlineUnder(scope ?? null, {
-              operation: plan.operation,
-              timeoutMs: plan.attemptTimeoutMs,
-              signal: scope === undefined ? signal : undefined,
-            });
+          : openDeadlineUnder(scope ?? null, { operation: plan.operation, timeoutMs: plan.attemptTimeoutMs, signal: scope === undefined ? signal : undefined });
       try {
         const info: RetryAttempt = {
           attempt,
@@ -286,11 +266,11 @@ export async function retryWithinDeadline<T>(
         if (signal.aborted) {
           // The shared deadline (less the reserve) or the caller's cancellation ended it.
           thrown = isRefusal(err) ? err : stopForAbort(plan.operation, signal.reason, err);
-          decision = decisionForCode(abortCodeOf(thrown));
+          decision = decisionOf(abortCodeOf(thrown));
         } else if (own?.aborted) {
           // Only this attempt's own cap: the shared budget decides at the next check.
           decision = attempt >= plan.attempts ? 'attempts_exhausted' : 'retry';
-        } else if (code !== undefined) decision = decisionForCode(code);
+        } else if (code !== undefined) decision = decisionOf(code);
         else if (carriesDeadlineExpired(err)) decision = 'deadline_expired_reply';
         else if (!safeRetryable(plan.retryable, err)) decision = 'not_retryable';
         else if (attempt >= plan.attempts) decision = 'attempts_exhausted';
