@@ -3,13 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { getDeadline, setDeadline } from '../context';
 import { openDeadlineUnder, type Deadline, type ManagedDeadline } from '../deadline';
-import {
-  abortCodeOf,
-  DeadlineCancelledError,
-  DeadlineExceededError,
-  describeAbortReason,
-  InsufficientBudgetError,
-} from '../errors';
+import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason, InsufficientBudgetError } from '../errors';
 import { endRefusedSpan, isRefusal, TRACER_NAME } from '../open';
 import { checkContextManager } from '../context-check';
 import { checkDuration } from '../time';
@@ -59,17 +53,11 @@ export interface RetryOptions {
   minAttemptMs?: number;
   /** Time kept back for the caller after the last attempt; attempts are aborted that early. Default 0. */
   reserveMs?: number;
-  /**
-   * A cap on each attempt, clamped under the shared deadline. An attempt that
-   * hits its own cap (and not the shared deadline) counts as a retryable
-   * failure. Default: none, each attempt may use all that is left.
-   */
+  /** A cap on each attempt, clamped under the shared deadline; hitting it (alone) is a retryable failure. Default: none. */
   attemptTimeoutMs?: number;
   /**
-   * Decides whether a failed attempt is worth repeating. It is never asked about
-   * deadline errors (`DEADLINE_EXCEEDED`, `INSUFFICIENT_BUDGET`, `CANCELLED`, on the
-   * error or a cause) or a reply carrying `x-deadline-expired`: those always stop.
-   * Default: `defaultRetryable`.
+   * Whether a failed attempt is worth repeating. Never asked about deadline errors (on the error or
+   * a cause) or a reply carrying `x-deadline-expired`: those always stop. Default: `defaultRetryable`.
    */
   retryable?: (err: unknown) => boolean;
   /** Default: a random UUID per call. */
@@ -81,10 +69,8 @@ export interface RetryOptions {
 }
 
 /**
- * The default `retryable`: every error except a 4xx status other than 408
- * (request timeout), 425 (too early) and 429 (too many requests), because
- * repeating a request the server judged invalid cannot help. Network errors,
- * 5xx and errors without a status are retried.
+ * The default `retryable`: every error but a 4xx other than 408, 425 and 429
+ * (repeating a request the server judged invalid cannot help).
  */
 export function defaultRetryable(err: unknown): boolean {
   const status = httpStatusOf(err);
@@ -92,18 +78,7 @@ export function defaultRetryable(err: unknown): boolean {
   return status === 408 || status === 425 || status === 429;
 }
 
-interface Plan {
-  operation: string;
-  attempts: number;
-  backoffFor: (attempt: number) => number;
-  minAttemptMs: number;
-  reserveMs: number;
-  attemptTimeoutMs: number | undefined;
-  retryable: (err: unknown) => boolean;
-  idempotencyKey: string;
-}
-
-function checkPlan(options: RetryOptions): Plan {
+function checkPlan(options: RetryOptions) {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
   const operation = options.operation ?? 'retry';
   if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
@@ -116,24 +91,19 @@ function checkPlan(options: RetryOptions): Plan {
   const idempotencyKey = options.idempotencyKey ?? randomUUID();
   if (typeof idempotencyKey !== 'string' || idempotencyKey.length === 0) throw new TypeError('idempotencyKey must be a non-empty string');
   const schedule = options.backoffMs ?? 100;
-  let base: (attempt: number) => number;
-  if (typeof schedule === 'function') base = schedule;
-  else if (Array.isArray(schedule)) {
+  if (Array.isArray(schedule)) {
     if (schedule.length === 0) throw new RangeError('backoffMs must not be an empty list');
     schedule.forEach((value, i) => checkDuration(`backoffMs[${i}]`, value));
-    base = (attempt) => schedule[Math.min(attempt - 2, schedule.length - 1)];
-  } else {
-    const fixed = checkDuration('backoffMs', schedule);
-    base = () => fixed;
-  }
+  } else if (typeof schedule !== 'function') checkDuration('backoffMs', schedule);
+  const base = (attempt: number): number =>
+    typeof schedule === 'function' ? schedule(attempt) : Array.isArray(schedule) ? schedule[Math.min(attempt - 2, schedule.length - 1)] : (schedule as number);
   return {
     operation,
     attempts,
-    backoffFor: (attempt) => checkDuration(`backoffMs(${attempt})`, base(attempt)) * (1 - jitter * Math.random()),
+    backoffFor: (attempt: number) => checkDuration(`backoffMs(${attempt})`, base(attempt)) * (1 - jitter * Math.random()),
     minAttemptMs: options.minAttemptMs === undefined ? 0 : checkDuration('minAttemptMs', options.minAttemptMs),
     reserveMs: options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs),
-    attemptTimeoutMs:
-      options.attemptTimeoutMs === undefined ? undefined : checkDuration('attemptTimeoutMs', options.attemptTimeoutMs),
+    attemptTimeoutMs: options.attemptTimeoutMs === undefined ? undefined : checkDuration('attemptTimeoutMs', options.attemptTimeoutMs),
     retryable,
     idempotencyKey,
   };
