@@ -37,11 +37,13 @@ function isoOrRaw(epochMs: number): string {
   return Number.isNaN(date.getTime()) ? String(epochMs) : date.toISOString();
 }
 
+type StatusOf<C extends DeadlineErrorCode> = C extends 'CANCELLED' ? typeof CANCELLED_HTTP_STATUS : typeof DEADLINE_HTTP_STATUS;
+
 /** What the three errors share. Not exported from the package root: tell them apart by `code`. */
 export abstract class BrandedDeadlineError<C extends DeadlineErrorCode> extends Error {
   readonly code: C;
-  readonly status: number;
-  readonly statusCode: number;
+  readonly status: StatusOf<C>;
+  readonly statusCode: StatusOf<C>;
   readonly expose: true;
   readonly operation: string;
 
@@ -49,7 +51,7 @@ export abstract class BrandedDeadlineError<C extends DeadlineErrorCode> extends 
     super(message, options);
     this.name = name;
     this.code = code;
-    this.status = this.statusCode = code === 'CANCELLED' ? CANCELLED_HTTP_STATUS : DEADLINE_HTTP_STATUS;
+    this.status = this.statusCode = (code === 'CANCELLED' ? CANCELLED_HTTP_STATUS : DEADLINE_HTTP_STATUS) as StatusOf<C>;
     this.expose = true;
     this.operation = operation;
     Object.defineProperty(this, BRANDS[code], { value: true });
