@@ -35,7 +35,6 @@ const DEFAULT_SHUTDOWN_TIMEOUT_MS = 1_000;
  * when auto-instrumentations-node's instrumentations are loaded too.
  */
 function registerImportHook(everyModule: boolean): void {
-  if (typeof registerLoaderHooks !== 'function') return;
   const include = ['undici', 'http', 'https', 'node:http', 'node:https', ...DATABASE_MODULES, '@grpc/grpc-js'];
   registerLoaderHooks('@opentelemetry/instrumentation/hook.mjs', pathToFileURL(__filename), everyModule ? undefined : { data: { include } });
 }

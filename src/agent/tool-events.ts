@@ -144,6 +144,7 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
     recordToolEvent(name, { operation, toolCallId, attempt, span, deadline, reason });
 
   let own: ManagedDeadline | undefined;
+  let refusal: unknown;
   try {
     if (options.timeoutMs !== undefined) {
       own = openDeadline({ operation, timeoutMs: options.timeoutMs, minUsefulMs, reserveMs });
@@ -152,23 +153,24 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
     }
   } catch (err) {
     if (!isRefusal(err)) throw err;
-    const span = tracer.startSpan(operation, { kind: options.kind, startTime: calledAt, attributes }, outer);
-    event('tool.queued', span, parentDeadline);
-    event('tool.aborted', span, parentDeadline, err);
-    endRefusedSpan(span, err);
-    throw err;
+    refusal = err;
   }
 
   const deadline = own ?? parentDeadline;
   const base = own === undefined ? outer : setDeadline(outer, own);
   const span = tracer.startSpan(operation, { kind: options.kind, startTime: calledAt, attributes }, base);
   event('tool.queued', span, deadline);
-  const { traceId, spanId } = span.spanContext();
+  if (refusal !== undefined) {
+    event('tool.aborted', span, deadline, refusal);
+    endRefusedSpan(span, refusal);
+    throw refusal;
+  }
+  const { traceId: requestId, spanId: callId } = span.spanContext();
   const call: ToolCall = {
     operation,
     attempt,
-    requestId: traceId,
-    callId: spanId,
+    requestId,
+    callId,
     toolCallId,
     deadline,
     get signal() {
@@ -182,10 +184,7 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
     return value;
   } catch (err) {
     event('tool.aborted', span, deadline, deadline?.aborted ? deadline.abortReason : err);
-    span.setStatus({
-      code: SpanStatusCode.ERROR,
-      message: deadline?.aborted ? abortCodeOf(deadline.abortReason) : errorType(err),
-    });
+    span.setStatus({ code: SpanStatusCode.ERROR, message: deadline?.aborted ? abortCodeOf(deadline.abortReason) : errorType(err) });
     throw err;
   } finally {
     span.end();
