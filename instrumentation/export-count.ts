@@ -3,9 +3,7 @@
  * delivered, so that at exit it can say in one line how many spans were
  * dropped instead of dropping them silently.
  */
-import type { SpanExporterLike } from './batch-processor';
-
-const SUCCESS = 0;
+import type { SpanExporterLike } from './register-exporters';
 
 interface ExportingExporter {
   export(spans: readonly unknown[], done: (result: { code: number }) => void): void;
@@ -20,18 +18,14 @@ export class EndedSpanCounter {
   onEnd(span: { spanContext(): { traceFlags: number } }): void {
     if ((span.spanContext().traceFlags & 1) === 1) this.ended += 1;
   }
-  forceFlush(): Promise<void> {
-    return Promise.resolve();
-  }
-  shutdown(): Promise<void> {
-    return Promise.resolve();
-  }
+  async forceFlush(): Promise<void> {}
+  async shutdown(): Promise<void> {}
 }
 
-export interface CountedExporter {
+interface CountedExporter {
   label: string;
   exporter: SpanExporterLike;
-  /** Spans the exporter reported as delivered. */
+  /** Spans the exporter reported as delivered (ExportResultCode.SUCCESS is 0). */
   delivered(): number;
 }
 
@@ -40,12 +34,11 @@ export function countDelivered(label: string, exporter: SpanExporterLike): Count
   const inner = exporter as ExportingExporter;
   let delivered = 0;
   const counting: ExportingExporter = {
-    export(spans, done) {
+    export: (spans, done) =>
       inner.export(spans, (result) => {
-        if (result.code === SUCCESS) delivered += spans.length;
+        if (result.code === 0) delivered += spans.length;
         done(result);
-      });
-    },
+      }),
     shutdown: () => inner.shutdown(),
     forceFlush: () => inner.forceFlush?.() ?? Promise.resolve(),
   };
@@ -54,10 +47,6 @@ export function countDelivered(label: string, exporter: SpanExporterLike): Count
 
 /** The line to print when an exporter delivered fewer spans than ended, or undefined. */
 export function droppedSpansLine(ended: number, exporters: readonly CountedExporter[], why: string): string | undefined {
-  const short = exporters
-    .map((counted) => ({ label: counted.label, dropped: ended - counted.delivered() }))
-    .filter((entry) => entry.dropped > 0);
-  if (short.length === 0) return undefined;
-  const parts = short.map((entry) => `${entry.dropped} of ${ended} spans by ${entry.label}`);
-  return `otel-deadline/register: not exported at exit (${why}): ${parts.join(', ')}`;
+  const parts = exporters.filter((counted) => counted.delivered() < ended).map((counted) => `${ended - counted.delivered()} of ${ended} spans by ${counted.label}`);
+  return parts.length === 0 ? undefined : `otel-deadline/register: not exported at exit (${why}): ${parts.join(', ')}`;
 }

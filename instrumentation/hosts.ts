@@ -1,13 +1,9 @@
 /**
  * Host allowlists (`propagateTo`): which peers get the deadline headers and,
- * by default, whose early-reject replies are believed. Pure: parsing and
- * matching only.
- *
- * A pattern is `*` (every host), a host name or IP address (`api.internal`,
- * `10.0.0.7`, `[::1]`), or `*.suffix` (any name under `suffix`, not `suffix`
- * itself), each optionally followed by `:port` to match that port only.
- * Names compare case-insensitively; a URL without a port has its scheme's
- * default port (80 for http, 443 for https).
+ * by default, whose early-reject replies are believed. A pattern is `*`, a host
+ * name or IP (`api.internal`, `10.0.0.7`, `[::1]`), or `*.suffix` (names under
+ * `suffix`, not itself), each with an optional `:port` (a URL without one has
+ * its scheme's default). Names compare case-insensitively.
  */
 
 /** What a compiled list is asked about: the URL of one request (one redirect hop). */

@@ -1,21 +1,22 @@
 /**
  * The register entry's trace exporters, chosen by OTEL_TRACES_EXPORTER and
- * OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL exactly as NodeSDK chooses them when it
- * is given no span processor. The entry must give NodeSDK one (the deadline
- * processor), and NodeSDK then skips its own choice, so the same choice is
- * made here, with the exporter packages of that very sdk-node install. Each
- * exporter reads its own OTEL_EXPORTER_OTLP_* settings (endpoint, headers,
- * timeout, compression). Metrics and logs are left to NodeSDK itself.
+ * OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL as NodeSDK chooses them when given no
+ * span processor. The entry gives NodeSDK one (the deadline processor), so
+ * NodeSDK skips its own choice; it is made here instead, with the packages of
+ * that very sdk-node install. Each exporter reads its own OTEL_EXPORTER_OTLP_*
+ * settings. Metrics and logs are left to NodeSDK.
  */
 import { createRequire } from 'node:module';
-import { getStringFromEnv, getStringListFromEnv } from '@opentelemetry/core';
+import { getNumberFromEnv, getStringFromEnv, getStringListFromEnv } from '@opentelemetry/core';
 import type { SdkSpanProcessor } from '../src/processor/sdk-types';
-import { createBatchSpanProcessor, type SpanExporterLike } from './batch-processor';
+
+/** A span exporter of either SDK line, kept opaque: only the SDK's processors call it. */
+export type SpanExporterLike = object;
 
 /** Loads a package as sdk-node's own require would; throws when it is not installed. */
-export type PackageLoader = (name: string) => Record<string, unknown>;
+type PackageLoader = (name: string) => Record<string, unknown>;
 
-export interface ChosenExporter {
+interface ChosenExporter {
   /** `otlp (http/protobuf)`, `console`, ...: what the dropped-spans line names. */
   label: string;
   exporter: SpanExporterLike;
@@ -35,9 +36,17 @@ const OTLP_PACKAGES: Record<string, string> = {
   grpc: '@opentelemetry/exporter-trace-otlp-grpc',
 };
 
-function construct(load: PackageLoader, pkg: string, className: string, args: unknown[] = []): SpanExporterLike {
-  const Exporter = load(pkg)[className] as new (...args: unknown[]) => SpanExporterLike;
-  return new Exporter(...args);
+/** The OTEL_BSP_* variables, as sdk-trace-base applies them on the 2.x line. */
+const BATCH_ENV: [option: string, variable: string][] = [
+  ['maxExportBatchSize', 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE'],
+  ['maxQueueSize', 'OTEL_BSP_MAX_QUEUE_SIZE'],
+  ['scheduledDelayMillis', 'OTEL_BSP_SCHEDULE_DELAY'],
+  ['exportTimeoutMillis', 'OTEL_BSP_EXPORT_TIMEOUT'],
+];
+
+function construct<T = SpanExporterLike>(load: PackageLoader, pkg: string, className: string, options?: object): T {
+  const Class = load(pkg)[className] as new (options?: object) => T;
+  return new Class(options);
 }
 
 function otlpExporter(load: PackageLoader, warn: (line: string) => void): ChosenExporter {
@@ -49,21 +58,19 @@ function otlpExporter(load: PackageLoader, warn: (line: string) => void): Chosen
     protocol = 'http/protobuf';
   }
   const pkg = OTLP_PACKAGES[protocol];
-  let exporter: SpanExporterLike;
   try {
-    exporter = construct(load, pkg, 'OTLPTraceExporter');
+    return { label: `otlp (${protocol})`, exporter: construct(load, pkg, 'OTLPTraceExporter') };
   } catch (error) {
     if ((error as { code?: unknown }).code === 'MODULE_NOT_FOUND') throw new MissingExporterError(variable, protocol, pkg);
     throw error;
   }
-  return { label: `otlp (${protocol})`, exporter };
 }
 
 /**
  * The exporters OTEL_TRACES_EXPORTER names: `otlp` (the default), `console`,
- * `zipkin`, a comma list of them, or `none` (no exporter). As in NodeSDK,
- * `none` first means none, `none` after other names means the default; an unknown name is skipped,
- * here with one line on `warn`.
+ * `zipkin`, a comma list of them, or `none`. As in NodeSDK, `none` first means
+ * none, `none` after other names means the default; an unknown name is
+ * skipped, here with one line on `warn`.
  */
 export function traceExportersFromEnv(load: PackageLoader, warn: (line: string) => void): ChosenExporter[] {
   let names = [...new Set(getStringListFromEnv('OTEL_TRACES_EXPORTER') ?? [])].filter((name) => name !== 'null');
@@ -79,11 +86,19 @@ export function traceExportersFromEnv(load: PackageLoader, warn: (line: string) 
   return chosen;
 }
 
-/** The span processor NodeSDK gives each exporter: simple for the console, batched (OTEL_BSP_*) for the others. */
+/**
+ * The span processor NodeSDK gives each exporter: simple for the console,
+ * batched (OTEL_BSP_*) for the others. Both come from `@opentelemetry/sdk-trace`
+ * next to sdk-node, which takes `{ exporter }` on the 2.x and the 3.x line.
+ */
 export function processorFor(load: PackageLoader, chosen: ChosenExporter): SdkSpanProcessor {
-  if (chosen.label !== 'console') return createBatchSpanProcessor(chosen.exporter);
-  const { SimpleSpanProcessor } = load('@opentelemetry/sdk-trace') as { SimpleSpanProcessor: new (options: { exporter: SpanExporterLike }) => SdkSpanProcessor };
-  return new SimpleSpanProcessor({ exporter: chosen.exporter });
+  if (chosen.label === 'console') return construct(load, '@opentelemetry/sdk-trace', 'SimpleSpanProcessor', { exporter: chosen.exporter });
+  const options: Record<string, unknown> = { exporter: chosen.exporter };
+  for (const [option, variable] of BATCH_ENV) {
+    const value = getNumberFromEnv(variable);
+    if (value !== undefined) options[option] = value;
+  }
+  return construct(load, '@opentelemetry/sdk-trace', 'BatchSpanProcessor', options);
 }
 
 /** Requires packages from where sdk-node is installed, so they are the copies NodeSDK would use. */

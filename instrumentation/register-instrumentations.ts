@@ -13,10 +13,8 @@ import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import type { DeadlineInstrumentation } from './DeadlineInstrumentation';
 
-export const AUTO_INSTRUMENTATIONS = '@opentelemetry/auto-instrumentations-node';
-
-/** What its register entry uses of it. */
-export interface AutoInstrumentations {
+/** What this entry uses of it. */
+interface AutoInstrumentations {
   getNodeAutoInstrumentations(configs: Record<string, object>): Instrumentation[];
   /** The resource detectors of OTEL_NODE_RESOURCE_DETECTORS, cloud ones included. */
   getResourceDetectors(): ResourceDetector[];
@@ -25,7 +23,7 @@ export interface AutoInstrumentations {
 /** The package, or undefined when it is not installed. */
 export function loadAutoInstrumentations(load: (name: string) => unknown): AutoInstrumentations | undefined {
   try {
-    return load(AUTO_INSTRUMENTATIONS) as AutoInstrumentations;
+    return load('@opentelemetry/auto-instrumentations-node') as AutoInstrumentations;
   } catch (error) {
     if ((error as { code?: unknown }).code === 'MODULE_NOT_FOUND') return undefined;
     throw error;

@@ -2,13 +2,12 @@
  * How the register entry flushes telemetry at exit without changing how the
  * application stops:
  * - when the event loop empties (`beforeExit`), it shuts the SDK down and waits
- *   at most `timeoutMs` for it; past that the process exits as it would have,
- *   with its own exit code (an exporter retrying a missing collector would
- *   otherwise hold it for about 10 s);
+ *   at most `timeoutMs`; past that the process exits as it would have, with its
+ *   own exit code (an exporter retrying a missing collector would otherwise
+ *   hold it for about 10 s);
  * - on SIGTERM or SIGINT with no handler of the application's, it flushes for
  *   at most `timeoutMs`, then ends the process by the same signal, as Node
- *   would have at once; when the application has a handler, that handler
- *   alone decides, and a loop it lets empty flushes as above.
+ *   would have at once; an application's own handler alone decides.
  * Spans that were not delivered are reported in one line on stderr.
  */
 
@@ -21,23 +20,15 @@ export interface ExitFlush {
   timeoutMs: number;
 }
 
-/** Settles with whether `shutdown` finished within the bound; the timer never outlives it. */
-function boundedShutdown(flush: ExitFlush, stopping: Promise<void>): Promise<boolean> {
-  return new Promise((settle) => {
-    // Not unref'd: in beforeExit nothing else may hold the loop open to let it fire.
-    const timer = setTimeout(() => settle(false), flush.timeoutMs);
-    void stopping.then(() => {
-      clearTimeout(timer);
-      settle(true);
-    });
-  });
-}
-
 export function flushOnExit(flush: ExitFlush): void {
-  let stopping: Promise<void> | undefined;
+  let stopping: Promise<boolean> | undefined;
   const finish = async (): Promise<boolean> => {
-    stopping ??= flush.shutdown().catch(() => {});
-    const finished = await boundedShutdown(flush, stopping);
+    stopping ??= flush.shutdown().then(() => true, () => true);
+    let timer: NodeJS.Timeout | undefined;
+    // Not unref'd: in beforeExit nothing else may hold the loop open to let it fire.
+    const timedOut = new Promise<boolean>((settle) => (timer = setTimeout(() => settle(false), flush.timeoutMs)));
+    const finished = await Promise.race([stopping, timedOut]);
+    clearTimeout(timer);
     const line = flush.droppedLine(finished ? 'the exporter failed' : `no answer within ${flush.timeoutMs} ms`);
     if (line !== undefined) process.stderr.write(`${line}\n`);
     return finished;

@@ -1,16 +1,11 @@
 /**
- * `node --import otel-deadline/register app.mjs` (or `--require` for CommonJS):
- * starts the OpenTelemetry Node SDK with the deadline propagator (next to W3C
+ * `node --import otel-deadline/register app.mjs` (or `--require`): starts the
+ * OpenTelemetry Node SDK with the deadline propagator (next to W3C
  * trace-context and baggage), the deadline span processor and
- * DeadlineInstrumentation, configured by the standard OTEL_* variables:
- * trace exporters from OTEL_TRACES_EXPORTER and OTEL_EXPORTER_OTLP_*
- * (register-exporters.ts), metrics and logs by NodeSDK itself. The
- * instrumentations are @opentelemetry/auto-instrumentations-node's when it is
- * installed, else http and undici (register-instrumentations.ts).
- * DeadlineInstrumentation also covers @grpc/grpc-js (without
- * instrumentation-grpc: its spans are then our own). Deadline options come
- * from OTEL_DEADLINE_*. At exit it waits for the exporters at most
- * OTEL_DEADLINE_SHUTDOWN_TIMEOUT_MS (register-shutdown.ts).
+ * DeadlineInstrumentation, configured by the standard OTEL_* variables and
+ * OTEL_DEADLINE_*. The instrumentations are auto-instrumentations-node's when
+ * it is installed, else http and undici; DeadlineInstrumentation also covers
+ * @grpc/grpc-js.
  */
 // First: it stops with one line naming the command when a package loaded below is not installed.
 import './register-peers';
@@ -40,7 +35,6 @@ const DEFAULT_SHUTDOWN_TIMEOUT_MS = 1_000;
  * when auto-instrumentations-node's instrumentations are loaded too.
  */
 function registerImportHook(everyModule: boolean): void {
-  if (typeof registerLoaderHooks !== 'function') return;
   const include = ['undici', 'http', 'https', 'node:http', 'node:https', ...DATABASE_MODULES, '@grpc/grpc-js'];
   registerLoaderHooks('@opentelemetry/instrumentation/hook.mjs', pathToFileURL(__filename), everyModule ? undefined : { data: { include } });
 }

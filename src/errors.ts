@@ -1,36 +1,35 @@
 /**
  * Typed deadline errors. Each carries a stable `code` and a brand registered
  * with `Symbol.for`, so `instanceof` and `isDeadlineError` agree even when two
- * copies of this package are loaded (one via `require`, one via `import`, or
- * two versions in node_modules).
+ * copies of this package are loaded (`require` and `import`, or two versions).
  *
- * Each also carries an HTTP status as `status` and `statusCode` (504 for a
- * deadline that passed or a budget too small; 499, "client closed request",
- * for a cancel by the caller) and `expose: true` (the message holds only
- * operation names and times), which is what express, koa and fastify read
- * when a handler throws one: they answer that status without a stack.
+ * `status`/`statusCode` (504 for a deadline passed or a budget too small, 499
+ * "client closed request" for a cancel) and `expose: true` (the message holds
+ * only operation names and times) are what express, koa and fastify read to
+ * answer that status without a stack.
  *
- * None of these is called `AbortError`: OpenTelemetry instrumentations treat
- * an AbortError as a deliberate cancel rather than a failure, and an expiry
- * must count as a failure.
+ * None is called `AbortError`: OpenTelemetry instrumentations treat an
+ * AbortError as a deliberate cancel, and an expiry must count as a failure.
  */
 
-const EXCEEDED_BRAND = Symbol.for('otel-deadline.error.DEADLINE_EXCEEDED');
-const INSUFFICIENT_BRAND = Symbol.for('otel-deadline.error.INSUFFICIENT_BUDGET');
-const CANCELLED_BRAND = Symbol.for('otel-deadline.error.CANCELLED');
+export type DeadlineErrorCode = 'DEADLINE_EXCEEDED' | 'INSUFFICIENT_BUDGET' | 'CANCELLED';
 
-function hasBrand(value: unknown, brand: symbol): boolean {
-  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[brand] === true;
-}
+/** The HTTP status of a deadline that passed, or of a budget too small: 504 Gateway Timeout. */
+export const DEADLINE_HTTP_STATUS = 504;
+/** The HTTP status of work the caller cancelled: 499, "client closed request". */
+export const CANCELLED_HTTP_STATUS = 499;
 
-/**
- * `instanceof` for a branded class: the brand for the class itself (so an
- * error from another copy of the package counts), the ordinary prototype
- * check for a user's subclass (so a plain error of ours is not one of theirs).
- */
-function isInstance(cls: object, own: object, value: unknown, brand: symbol): boolean {
-  if (cls !== own) return Function.prototype[Symbol.hasInstance].call(cls, value);
-  return hasBrand(value, brand);
+const BRANDS: Record<DeadlineErrorCode, symbol> = {
+  DEADLINE_EXCEEDED: Symbol.for('otel-deadline.error.DEADLINE_EXCEEDED'),
+  INSUFFICIENT_BUDGET: Symbol.for('otel-deadline.error.INSUFFICIENT_BUDGET'),
+  CANCELLED: Symbol.for('otel-deadline.error.CANCELLED'),
+};
+/** Our three classes and their codes; a user's subclass is not in it. */
+const OWN_CODES = new Map<object, DeadlineErrorCode>();
+
+function brandOf(value: unknown): DeadlineErrorCode | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  return (Object.keys(BRANDS) as DeadlineErrorCode[]).find((code) => (value as Record<symbol, unknown>)[BRANDS[code]] === true);
 }
 
 function isoOrRaw(epochMs: number): string {
@@ -38,109 +37,88 @@ function isoOrRaw(epochMs: number): string {
   return Number.isNaN(date.getTime()) ? String(epochMs) : date.toISOString();
 }
 
-/** The HTTP status of a deadline that passed, or of a budget too small: 504 Gateway Timeout. */
-export const DEADLINE_HTTP_STATUS = 504;
-/** The HTTP status of work the caller cancelled: 499, "client closed request". */
-export const CANCELLED_HTTP_STATUS = 499;
+type StatusOf<C extends DeadlineErrorCode> = C extends 'CANCELLED' ? typeof CANCELLED_HTTP_STATUS : typeof DEADLINE_HTTP_STATUS;
 
-export class DeadlineExceededError extends Error {
-  readonly code = 'DEADLINE_EXCEEDED' as const;
-  readonly status = DEADLINE_HTTP_STATUS;
-  readonly statusCode = DEADLINE_HTTP_STATUS;
-  readonly expose = true;
+/** What the three errors share. Not exported from the package root: tell them apart by `code`. */
+export abstract class BrandedDeadlineError<C extends DeadlineErrorCode> extends Error {
+  readonly code: C;
+  readonly status: StatusOf<C>;
+  readonly statusCode: StatusOf<C>;
+  readonly expose: true;
   readonly operation: string;
-  readonly expiresAtMs: number;
 
-  constructor(operation: string, expiresAtMs: number, options?: { cause?: unknown }) {
-    super(`deadline of "${operation}" passed at ${isoOrRaw(expiresAtMs)}`, options);
-    this.name = 'DeadlineExceededError';
+  constructor(code: C, name: string, operation: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = name;
+    this.code = code;
+    this.status = this.statusCode = (code === 'CANCELLED' ? CANCELLED_HTTP_STATUS : DEADLINE_HTTP_STATUS) as StatusOf<C>;
+    this.expose = true;
     this.operation = operation;
-    this.expiresAtMs = expiresAtMs;
-    Object.defineProperty(this, EXCEEDED_BRAND, { value: true });
+    Object.defineProperty(this, BRANDS[code], { value: true });
   }
 
+  /**
+   * For our own classes the brand decides (an error from another copy of the
+   * package counts); for a user's subclass the ordinary prototype check (a
+   * plain error of ours is not one of theirs).
+   */
   static override [Symbol.hasInstance](value: unknown): boolean {
-    return isInstance(this, DeadlineExceededError, value, EXCEEDED_BRAND);
+    const code = OWN_CODES.get(this);
+    if (code === undefined) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRANDS[code]] === true;
   }
 }
 
-export class InsufficientBudgetError extends Error {
-  readonly code = 'INSUFFICIENT_BUDGET' as const;
-  readonly status = DEADLINE_HTTP_STATUS;
-  readonly statusCode = DEADLINE_HTTP_STATUS;
-  readonly expose = true;
-  readonly operation: string;
+export class DeadlineExceededError extends BrandedDeadlineError<'DEADLINE_EXCEEDED'> {
+  readonly expiresAtMs: number;
+
+  constructor(operation: string, expiresAtMs: number, options?: { cause?: unknown }) {
+    super('DEADLINE_EXCEEDED', 'DeadlineExceededError', operation, `deadline of "${operation}" passed at ${isoOrRaw(expiresAtMs)}`, options);
+    this.expiresAtMs = expiresAtMs;
+  }
+}
+
+export class InsufficientBudgetError extends BrandedDeadlineError<'INSUFFICIENT_BUDGET'> {
   readonly neededMs: number;
   readonly remainingMs: number;
 
   constructor(operation: string, neededMs: number, remainingMs: number, options?: { cause?: unknown }) {
-    super(
-      `"${operation}" needs ${Math.ceil(neededMs)} ms but only ${Math.floor(remainingMs)} ms of its deadline are usable`,
-      options,
-    );
-    this.name = 'InsufficientBudgetError';
-    this.operation = operation;
+    const message = `"${operation}" needs ${Math.ceil(neededMs)} ms but only ${Math.floor(remainingMs)} ms of its deadline are usable`;
+    super('INSUFFICIENT_BUDGET', 'InsufficientBudgetError', operation, message, options);
     this.neededMs = neededMs;
     this.remainingMs = remainingMs;
-    Object.defineProperty(this, INSUFFICIENT_BRAND, { value: true });
-  }
-
-  static override [Symbol.hasInstance](value: unknown): boolean {
-    return isInstance(this, InsufficientBudgetError, value, INSUFFICIENT_BRAND);
   }
 }
 
-export class DeadlineCancelledError extends Error {
-  readonly code = 'CANCELLED' as const;
-  readonly status = CANCELLED_HTTP_STATUS;
-  readonly statusCode = CANCELLED_HTTP_STATUS;
-  readonly expose = true;
-  readonly operation: string;
-
+export class DeadlineCancelledError extends BrandedDeadlineError<'CANCELLED'> {
   /** `cause` is the cancellation reason exactly as the canceller gave it. */
   constructor(operation: string, cause: unknown) {
-    super(`"${operation}" was cancelled`, { cause });
-    this.name = 'DeadlineCancelledError';
-    this.operation = operation;
-    Object.defineProperty(this, CANCELLED_BRAND, { value: true });
-  }
-
-  static override [Symbol.hasInstance](value: unknown): boolean {
-    return isInstance(this, DeadlineCancelledError, value, CANCELLED_BRAND);
+    super('CANCELLED', 'DeadlineCancelledError', operation, `"${operation}" was cancelled`, { cause });
   }
 }
 
+OWN_CODES.set(DeadlineExceededError, 'DEADLINE_EXCEEDED').set(InsufficientBudgetError, 'INSUFFICIENT_BUDGET').set(DeadlineCancelledError, 'CANCELLED');
+
 /**
- * True for every error this package raises about a deadline, one per
- * `DeadlineErrorCode`: DeadlineExceededError, InsufficientBudgetError and
- * DeadlineCancelledError, from any copy of the package. Tell a budget
- * problem from a cancel by `err.code`.
+ * True for every error this package raises about a deadline (the three
+ * classes above), from any copy of the package. Tell them apart by `err.code`.
  */
 export function isDeadlineError(err: unknown): err is DeadlineExceededError | InsufficientBudgetError | DeadlineCancelledError {
-  return hasBrand(err, EXCEEDED_BRAND) || hasBrand(err, INSUFFICIENT_BRAND) || hasBrand(err, CANCELLED_BRAND);
+  return brandOf(err) !== undefined;
 }
 
-export type DeadlineErrorCode = 'DEADLINE_EXCEEDED' | 'INSUFFICIENT_BUDGET' | 'CANCELLED';
-
-/**
- * The stable code of an abort reason: ours map to their `code`; anything else a
- * caller aborted with counts as a cancellation.
- */
+/** The stable code of an abort reason: ours map to their `code`; any other reason counts as a cancellation. */
 export function abortCodeOf(reason: unknown): DeadlineErrorCode {
-  if (hasBrand(reason, EXCEEDED_BRAND)) return 'DEADLINE_EXCEEDED';
-  if (hasBrand(reason, INSUFFICIENT_BRAND)) return 'INSUFFICIENT_BUDGET';
-  return 'CANCELLED';
+  return brandOf(reason) ?? 'CANCELLED';
 }
 
 /**
  * A telemetry-safe description of an abort reason. Our own messages hold only
- * operation names and timestamps; a foreign reason may carry anything, so only
- * its type name (and a string `code`, if any) is kept.
+ * operation names and timestamps; of a foreign reason only its type name (and
+ * a string `code`, if any) is kept.
  */
 export function describeAbortReason(reason: unknown): string {
-  if (hasBrand(reason, EXCEEDED_BRAND) || hasBrand(reason, INSUFFICIENT_BRAND) || hasBrand(reason, CANCELLED_BRAND)) {
-    return (reason as Error).message;
-  }
+  if (isDeadlineError(reason)) return reason.message;
   if (reason instanceof Error) {
     const code = (reason as { code?: unknown }).code;
     return typeof code === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(code) ? `${reason.name} (${code})` : reason.name;
@@ -150,9 +128,8 @@ export function describeAbortReason(reason: unknown): string {
 
 /**
  * @internal The error a caller gets for work a deadline's abort stopped:
- * DeadlineCancelledError when `reason` is a cancellation, else
- * DeadlineExceededError; `cause` (the reason unless given, e.g. a driver's
- * own error) is kept as its cause.
+ * DeadlineCancelledError for a cancellation, else DeadlineExceededError;
+ * `cause` (the reason unless given, e.g. a driver's own error) is kept.
  */
 export function errorForAbort(reason: unknown, operation: string, expiresAtMs: number, cause: unknown = reason): DeadlineCancelledError | DeadlineExceededError {
   return abortCodeOf(reason) === 'CANCELLED'

@@ -1,15 +1,9 @@
 /**
- * One-line error handlers for the web frameworks whose default handling of a
- * deadline error thrown in a handler is not enough by itself. Each answers the
- * error's `status` (504, or 499 for a cancel) with the small JSON body the
- * package's own early refusal sends, `{"code":"DEADLINE_EXCEEDED"}`, and no
- * stack. Unlike that refusal it sends no `x-deadline-expired` header: the
- * handler did run, so a caller must not read the answer as "never started".
- * Every other error goes on to the framework's own handling.
- *
- * fastify needs none (its default handler answers `statusCode` as JSON); koa's
- * default answers 504 with the message, but turns 499 into 500.
- * Typed structurally, so no framework is a dependency.
+ * Error handlers for frameworks whose default handling of a deadline error is
+ * not enough (fastify's is; koa's turns 499 into 500). Each answers the error's
+ * `status` with the early refusal's JSON body, `{"code":"DEADLINE_EXCEEDED"}`,
+ * but no `x-deadline-expired` header: the handler did run. Other errors go on
+ * to the framework. Typed structurally: no framework is a dependency.
  */
 import { isDeadlineError, type DeadlineErrorCode } from './errors';
 

@@ -15,11 +15,10 @@ export interface AdmitOptions {
 }
 
 /**
- * Admission control: returns the usable milliseconds (remaining − `reserveMs`),
- * or throws before any work starts: DeadlineExceededError when the deadline
- * has passed, DeadlineCancelledError when it was cancelled, and
- * InsufficientBudgetError when less than `minUsefulMs` is usable.
- * With no deadline there is nothing to refuse on, and it returns Infinity.
+ * Admission control: returns the usable ms (remaining − `reserveMs`), or throws
+ * before any work starts: DeadlineExceededError (passed), DeadlineCancelledError
+ * (cancelled), InsufficientBudgetError (less than `minUsefulMs` usable).
+ * Without a deadline it returns Infinity.
  */
 export function admit(minUsefulMs: number, options: AdmitOptions = {}): number {
   checkDuration('minUsefulMs', minUsefulMs);
@@ -53,11 +52,10 @@ export interface AdmissionOptions {
 }
 
 /**
- * Runs optional work only if it fits: `admit` first, then `withDeadline` with a
- * child deadline that ends `reserveMs` before the caller's cutoff (or sooner,
- * with `timeoutMs`), so the work cannot eat the time kept for the answer.
- * A refusal produces a span with outcome `not_started` and throws; the caller
- * typically catches it and carries on with a partial result.
+ * Runs optional work only if it fits: `admit`, then `withDeadline` under a
+ * child that ends `reserveMs` before the caller's cutoff (or sooner, with
+ * `timeoutMs`). A refusal ends a span with outcome `not_started` and throws;
+ * the caller typically carries on with a partial result.
  */
 export async function withAdmission<T>(options: AdmissionOptions, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');

@@ -19,21 +19,16 @@ export interface DetachedJob<T> {
   readonly spanId: string;
   /** The job's cutoff, epoch ms. */
   readonly expiresAtMs: number;
-  /**
-   * Settles with the job. Nobody has to await it: a rejection that is never
-   * observed does not become an unhandled rejection.
-   */
+  /** Settles with the job; an unobserved rejection is not an unhandled one. */
   readonly done: Promise<T>;
 }
 
 /**
- * Declares work that must outlive the request (an export, a notification, an
- * audit delivery) and starts it at once. It leaves the request's deadline
- * behind: the job gets a new root deadline of `timeoutMs`, which the request's
- * expiry or cancellation does not reach, and a new root span carrying a link
- * to the span that declared it. Because it is a root of its own, the span
- * processor does not flag it as running after its parent; undeclared
- * fire-and-forget work is flagged.
+ * Starts work that must outlive the request (an export, a notification) under
+ * a new root deadline of `timeoutMs`, which the request's expiry or cancel does
+ * not reach, and a new root span linked to the declaring span, so the span
+ * processor does not flag it as running after its parent (undeclared
+ * fire-and-forget work is flagged).
  */
 export function detach<T>(options: DetachOptions, fn: (deadline: Deadline) => Promise<T> | T): DetachedJob<T> {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');

@@ -8,9 +8,8 @@ import { runInSpan } from './span-run';
 
 /**
  * What a producer puts in a queued message so the worker can rebuild the
- * request's deadline: the absolute cutoff and the send time, both epoch ms on
- * the sender's clock. It never holds the original duration, so a worker can't
- * restart the clock, and time spent in the queue counts against the budget.
+ * request's deadline: the absolute cutoff and the send time, epoch ms on the
+ * sender's clock. No duration, so time spent in the queue counts.
  */
 export interface DeadlineEnvelope {
   /** Format version. */
@@ -28,10 +27,9 @@ const MAX_JSON_LENGTH = 4096;
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 /**
- * Builds the envelope for the deadline active in `ctx` (the current context by
- * default). Throws a TypeError when there is none: queueing interactive work
- * without its cutoff is the bug this exists to prevent. Work that should
- * outlive the request is `detach`ed instead.
+ * The envelope for the deadline active in `ctx`. Throws a TypeError when there
+ * is none: queueing interactive work without its cutoff is the bug this
+ * prevents (work that should outlive the request is `detach`ed).
  */
 export function toDeadlineEnvelope(ctx: Context = context.active()): DeadlineEnvelope {
   const deadline = getDeadline(ctx);
@@ -60,10 +58,9 @@ function epochField(record: Record<string, unknown>, name: string): number {
 }
 
 /**
- * Validates an envelope (an object, or its JSON text) and returns a clean copy.
- * Anything malformed throws a TypeError that says what is wrong; a bad
- * `traceparent` is dropped rather than refused, since it is telemetry only.
- * Unknown fields are ignored so that later versions can add some.
+ * Validates an envelope (an object, or its JSON text) and returns a clean copy;
+ * anything malformed throws a TypeError saying what. A bad `traceparent` is
+ * dropped (it is telemetry only); unknown fields are ignored (later versions).
  */
 export function readDeadlineEnvelope(input: unknown): DeadlineEnvelope {
   let value = input;
@@ -112,6 +109,7 @@ interface Admission {
   deadline: DeadlineNode;
   /** Set when the work must not start. */
   refusal: Error | undefined;
+  envelope: DeadlineEnvelope;
 }
 
 function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
@@ -125,15 +123,12 @@ function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
   const parent = options.parent === undefined ? getDeadline() : (options.parent ?? undefined);
 
-  // The wall clock on both sides of the monotonic read, so that a pause between the reads stays on
-  // the safe side either way: the sender's absolute cutoff is measured with the later wall-clock
-  // read (the cutoff enforced here is never later than the sender's), and a capped budget's cutoff
-  // for the wire with the earlier one (never later than the cutoff enforced here).
+  // The wall clock on both sides of the monotonic read keeps a pause between the reads on the safe
+  // side: the sender's cutoff is measured with the later read (never later than the sender's), a
+  // capped budget's cutoff for the wire with the earlier one (never later than the one enforced here).
   const epochBefore = Date.now();
   const nowMono = monotonicNowForOpening();
   const nowEpoch = Date.now();
-  // The remaining time is measured on this process's clock against the sender's
-  // cutoff; the dwell is what the queue (and any clock skew) took.
   let remaining = envelope.deadlineAtMs - nowEpoch;
   let expiresAtMs = envelope.deadlineAtMs;
   if (remaining > cap) {
@@ -168,15 +163,14 @@ function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
   } else if (options.signal?.aborted) refusal = new DeadlineCancelledError(operation, options.signal.reason);
   else if (left <= 0) refusal = new DeadlineExceededError(operation, expiresAtMs);
   else if (left - reserveMs < minUsefulMs) refusal = new InsufficientBudgetError(operation, minUsefulMs + reserveMs, left);
-  return { deadline, refusal };
+  return { deadline, refusal, envelope };
 }
 
 /**
- * The worker's side: validates the envelope and returns the job's deadline,
- * with the sender's original cutoff, `source: 'remote'` and `queueDwellMs`
- * set. It throws the matching refusal instead when the job expired in the
- * queue or too little is left, so no work starts. Dispose the deadline when
- * the job settles.
+ * The worker's side: the job's deadline, with the sender's cutoff, `source:
+ * 'remote'` and `queueDwellMs` (the queue's time and any clock skew). Throws
+ * the refusal instead when the job expired in the queue or too little is left.
+ * Dispose the deadline when the job settles.
  */
 export function admitEnvelope(envelope: unknown, options: AdmitEnvelopeOptions = {}): ManagedDeadline {
   const { deadline, refusal } = build(envelope, options);
@@ -188,12 +182,10 @@ export function admitEnvelope(envelope: unknown, options: AdmitEnvelopeOptions =
 }
 
 /**
- * `admitEnvelope` plus a consumer span: runs `fn` with the job's deadline
- * active and a CONSUMER span named after the operation, whose
- * `deadline.queue_dwell_ms` shows the time spent queued. The span is a child
- * of the active span (a messaging instrumentation's, say) or else of the
- * envelope's `traceparent`. A refused job still gets its span, with outcome
- * `not_started`, and `fn` is never called.
+ * `admitEnvelope` plus a CONSUMER span named after the operation, child of the
+ * active span (a messaging instrumentation's) or else of the envelope's
+ * `traceparent`; `fn` runs with the job's deadline active. A refused job still
+ * gets its span, with outcome `not_started`, and `fn` is never called.
  */
 export async function withEnvelope<T>(
   envelope: unknown,
@@ -201,11 +193,10 @@ export async function withEnvelope<T>(
   fn: (deadline: Deadline) => Promise<T> | T,
 ): Promise<T> {
   if (typeof fn !== 'function') throw new TypeError('fn must be a function');
-  const { deadline, refusal } = build(envelope, options);
+  const { deadline, refusal, envelope: read } = build(envelope, options);
   let base = context.active();
   if (trace.getSpan(base) === undefined) {
-    const parsed = readDeadlineEnvelope(envelope).traceparent;
-    const match = parsed === undefined ? null : TRACEPARENT.exec(parsed);
+    const match = TRACEPARENT.exec(read.traceparent ?? '');
     if (match !== null) {
       base = trace.setSpanContext(base, {
         traceId: match[1],
@@ -216,12 +207,11 @@ export async function withEnvelope<T>(
     }
   }
   const inner = setDeadline(base, deadline);
-  const tracer = trace.getTracer(TRACER_NAME);
+  const span = trace.getTracer(TRACER_NAME).startSpan(deadline.operation, { kind: SpanKind.CONSUMER }, inner);
   if (refusal !== undefined) {
-    endRefusedSpan(tracer.startSpan(deadline.operation, { kind: SpanKind.CONSUMER }, inner), refusal);
+    endRefusedSpan(span, refusal);
     deadline.dispose();
     throw refusal;
   }
-  const span = tracer.startSpan(deadline.operation, { kind: SpanKind.CONSUMER }, inner);
   return runInSpan(span, inner, () => fn(deadline), () => deadline.dispose());
 }

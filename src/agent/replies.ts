@@ -2,15 +2,11 @@
 import { HEADER_DEADLINE_EXPIRED } from '../attributes';
 
 /**
- * Recognises, without throwing, what a failed call exposes about why it failed:
- * a deadline code carried by the error or one of its causes (fetch may wrap
- * the abort reason), an HTTP status, and the `x-deadline-expired` reply
- * header a deadline-aware server sends when it refused the request.
- *
- * Shapes understood: a fetch `Response` (thrown as is, or as `err.response`),
- * undici's `ResponseStatusCodeError` (`headers`, `statusCode`), a node:http
- * `IncomingMessage` (`err.response` / `err.res` with plain `headers`), and any
- * error with a string `code`.
+ * Reads, without throwing, why a call failed: a deadline code on the error or a
+ * cause (fetch may wrap the abort reason), an HTTP status, and the
+ * `x-deadline-expired` header of a refusal. Shapes: a fetch `Response` (thrown,
+ * or as `err.response`), undici's `ResponseStatusCodeError`, a node:http
+ * `IncomingMessage` (`err.response` / `err.res`), any error with a string `code`.
  */
 
 const MAX_DEPTH = 5;

@@ -1,14 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { getDeadline, setDeadline } from '../context';
 import { openDeadlineUnder, type Deadline, type ManagedDeadline } from '../deadline';
-import {
-  abortCodeOf,
-  DeadlineCancelledError,
-  DeadlineExceededError,
-  describeAbortReason,
-  InsufficientBudgetError,
-} from '../errors';
+import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason, InsufficientBudgetError } from '../errors';
 import { endRefusedSpan, isRefusal, TRACER_NAME } from '../open';
 import { checkContextManager } from '../context-check';
 import { checkDuration } from '../time';
@@ -28,7 +23,6 @@ import {
   type RetryDecision,
 } from './attributes';
 import { carriesDeadlineExpired, deadlineCodeOf, httpStatusOf } from './replies';
-import { abortableSleep } from './sleep';
 import { errorType } from './span-run';
 
 /** What each attempt receives. */
@@ -59,17 +53,11 @@ export interface RetryOptions {
   minAttemptMs?: number;
   /** Time kept back for the caller after the last attempt; attempts are aborted that early. Default 0. */
   reserveMs?: number;
-  /**
-   * A cap on each attempt, clamped under the shared deadline. An attempt that
-   * hits its own cap (and not the shared deadline) counts as a retryable
-   * failure. Default: none, each attempt may use all that is left.
-   */
+  /** A cap on each attempt, clamped under the shared deadline; hitting it (alone) is a retryable failure. Default: none. */
   attemptTimeoutMs?: number;
   /**
-   * Decides whether a failed attempt is worth repeating. It is never asked about
-   * deadline errors (`DEADLINE_EXCEEDED`, `INSUFFICIENT_BUDGET`, `CANCELLED`, on the
-   * error or a cause) or a reply carrying `x-deadline-expired`: those always stop.
-   * Default: `defaultRetryable`.
+   * Whether a failed attempt is worth repeating. Never asked about deadline errors (on the error or
+   * a cause) or a reply carrying `x-deadline-expired`: those always stop. Default: `defaultRetryable`.
    */
   retryable?: (err: unknown) => boolean;
   /** Default: a random UUID per call. */
@@ -81,10 +69,8 @@ export interface RetryOptions {
 }
 
 /**
- * The default `retryable`: every error except a 4xx status other than 408
- * (request timeout), 425 (too early) and 429 (too many requests), because
- * repeating a request the server judged invalid cannot help. Network errors,
- * 5xx and errors without a status are retried.
+ * The default `retryable`: every error but a 4xx other than 408, 425 and 429
+ * (repeating a request the server judged invalid cannot help).
  */
 export function defaultRetryable(err: unknown): boolean {
   const status = httpStatusOf(err);
@@ -92,18 +78,7 @@ export function defaultRetryable(err: unknown): boolean {
   return status === 408 || status === 425 || status === 429;
 }
 
-interface Plan {
-  operation: string;
-  attempts: number;
-  backoffFor: (attempt: number) => number;
-  minAttemptMs: number;
-  reserveMs: number;
-  attemptTimeoutMs: number | undefined;
-  retryable: (err: unknown) => boolean;
-  idempotencyKey: string;
-}
-
-function checkPlan(options: RetryOptions): Plan {
+function checkPlan(options: RetryOptions) {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
   const operation = options.operation ?? 'retry';
   if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
@@ -116,24 +91,19 @@ function checkPlan(options: RetryOptions): Plan {
   const idempotencyKey = options.idempotencyKey ?? randomUUID();
   if (typeof idempotencyKey !== 'string' || idempotencyKey.length === 0) throw new TypeError('idempotencyKey must be a non-empty string');
   const schedule = options.backoffMs ?? 100;
-  let base: (attempt: number) => number;
-  if (typeof schedule === 'function') base = schedule;
-  else if (Array.isArray(schedule)) {
+  if (Array.isArray(schedule)) {
     if (schedule.length === 0) throw new RangeError('backoffMs must not be an empty list');
     schedule.forEach((value, i) => checkDuration(`backoffMs[${i}]`, value));
-    base = (attempt) => schedule[Math.min(attempt - 2, schedule.length - 1)];
-  } else {
-    const fixed = checkDuration('backoffMs', schedule);
-    base = () => fixed;
-  }
+  } else if (typeof schedule !== 'function') checkDuration('backoffMs', schedule);
+  const base = (attempt: number): number =>
+    typeof schedule === 'function' ? schedule(attempt) : Array.isArray(schedule) ? schedule[Math.min(attempt - 2, schedule.length - 1)] : (schedule as number);
   return {
     operation,
     attempts,
-    backoffFor: (attempt) => checkDuration(`backoffMs(${attempt})`, base(attempt)) * (1 - jitter * Math.random()),
+    backoffFor: (attempt: number) => checkDuration(`backoffMs(${attempt})`, base(attempt)) * (1 - jitter * Math.random()),
     minAttemptMs: options.minAttemptMs === undefined ? 0 : checkDuration('minAttemptMs', options.minAttemptMs),
     reserveMs: options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs),
-    attemptTimeoutMs:
-      options.attemptTimeoutMs === undefined ? undefined : checkDuration('attemptTimeoutMs', options.attemptTimeoutMs),
+    attemptTimeoutMs: options.attemptTimeoutMs === undefined ? undefined : checkDuration('attemptTimeoutMs', options.attemptTimeoutMs),
     retryable,
     idempotencyKey,
   };
@@ -148,10 +118,9 @@ function stopForAbort(operation: string, reason: unknown, cause: unknown): Error
   return new DeadlineCancelledError(operation, reason);
 }
 
-function decisionForCode(code: string): RetryDecision {
-  if (code === 'DEADLINE_EXCEEDED') return 'deadline_exceeded';
-  if (code === 'INSUFFICIENT_BUDGET') return 'insufficient_budget';
-  return 'cancelled';
+/** `deadline_exceeded`, `insufficient_budget` or `cancelled`, from the error's deadline code. */
+function decisionOf(code: string): RetryDecision {
+  return code.toLowerCase() as RetryDecision;
 }
 
 function safeRetryable(retryable: (err: unknown) => boolean, err: unknown): boolean {
@@ -185,6 +154,7 @@ export async function retryWithinDeadline<T>(
 
   const outer = context.active();
   const span = trace.getTracer(TRACER_NAME).startSpan(plan.operation, {}, outer);
+  let lastError: unknown;
   const record = (attempt: number, started: boolean, backoffMs: number, decision: RetryDecision, err?: unknown) => {
     span.addEvent(EVENT_RETRY_ATTEMPT, {
       [ATTR_RETRY_ATTEMPT]: attempt,
@@ -195,79 +165,59 @@ export async function retryWithinDeadline<T>(
       ...(err === undefined ? {} : { [ATTR_RETRY_ERROR]: describeAbortReason(err) }),
     });
   };
-
+  /** Records that the attempt did not start, and throws the refusal. */
+  const stop = (attempt: number, backoffMs: number, refusal: Error): never => {
+    record(attempt, false, backoffMs, decisionOf(abortCodeOf(refusal)), lastError);
+    throw refusal;
+  };
   // The budget check that runs before every wait and attempt.
-  let lastError: unknown;
   const refusal = (backoffMs: number): Error | undefined => {
     if (options.signal?.aborted) return new DeadlineCancelledError(plan.operation, options.signal.reason);
     if (parent === undefined) return undefined;
     if (parent.aborted) return stopForAbort(plan.operation, parent.abortReason, lastError);
     const remaining = parent.remainingMs();
     const usable = remaining - backoffMs - plan.reserveMs;
-    if (usable <= 0 || usable < plan.minAttemptMs) {
-      return new InsufficientBudgetError(plan.operation, backoffMs + plan.minAttemptMs + plan.reserveMs, remaining, {
-        cause: lastError,
-      });
-    }
-    return undefined;
+    if (usable > 0 && usable >= plan.minAttemptMs) return undefined;
+    return new InsufficientBudgetError(plan.operation, backoffMs + plan.minAttemptMs + plan.reserveMs, remaining, { cause: lastError });
   };
 
   const first = refusal(0);
   if (first !== undefined) {
-    record(1, false, 0, decisionForCode(abortCodeOf(first)));
+    record(1, false, 0, decisionOf(abortCodeOf(first)));
     endRefusedSpan(span, first);
     throw first;
   }
 
-  // One scope for the whole call: it ends `reserveMs` before the caller's
-  // cutoff and carries the caller's extra signal, so every attempt's signal
-  // and every call it makes stop in time to leave the reserve.
-  let scope: ManagedDeadline | undefined;
-  let signal: AbortSignal;
-  if (parent !== undefined) {
-    // The reserve comes off the caller's cutoff inside the opening, on its own clock read: a pause
-    // after the check above cannot move the scope's end into the reserve.
-    scope = openDeadlineUnder(parent, { operation: plan.operation, timeoutMs: parent.remainingMs(), signal: options.signal }, plan.reserveMs);
-    signal = scope.signal;
-  } else {
-    signal = options.signal ?? new AbortController().signal;
-  }
+  // One scope for the whole call, ending `reserveMs` before the caller's cutoff (taken off inside
+  // the opening, on its own clock read) and carrying the caller's signal: every attempt and every
+  // call it makes stops in time to leave the reserve.
+  const scope: ManagedDeadline | undefined =
+    parent === undefined
+      ? undefined
+      : openDeadlineUnder(parent, { operation: plan.operation, timeoutMs: parent.remainingMs(), signal: options.signal }, plan.reserveMs);
+  const signal = scope?.signal ?? options.signal ?? new AbortController().signal;
   const inner = scope === undefined ? trace.setSpan(outer, span) : setDeadline(trace.setSpan(outer, span), scope);
 
   try {
     for (let attempt = 1; ; attempt++) {
       const backoffMs = attempt === 1 ? 0 : plan.backoffFor(attempt);
       if (attempt > 1) {
-        const stop = refusal(backoffMs);
-        if (stop !== undefined) {
-          record(attempt, false, backoffMs, decisionForCode(abortCodeOf(stop)), lastError);
-          throw stop;
-        }
+        const early = refusal(backoffMs);
+        if (early !== undefined) stop(attempt, backoffMs, early);
       }
-      try {
-        if (backoffMs > 0) await abortableSleep(backoffMs, signal);
-      } catch (reason) {
-        const stop = stopForAbort(plan.operation, reason, lastError);
-        record(attempt, false, backoffMs, decisionForCode(abortCodeOf(stop)), lastError);
-        throw stop;
-      }
-      // The check before the wait counted on the timer firing on time; a late one (a busy event
-      // loop) may have eaten into minAttemptMs, and the attempt must not start then either.
-      const late = backoffMs > 0 ? refusal(0) : undefined;
-      if (late !== undefined) {
-        record(attempt, false, backoffMs, decisionForCode(abortCodeOf(late)), lastError);
-        throw late;
+      if (backoffMs > 0) {
+        await sleep(backoffMs, undefined, { signal }).catch(() => stop(attempt, backoffMs, stopForAbort(plan.operation, signal.reason, lastError)));
+        // The check above counted on the timer firing on time; a late one (a busy event loop) may
+        // have eaten into minAttemptMs, and the attempt must not start then either.
+        const late = refusal(0);
+        if (late !== undefined) stop(attempt, backoffMs, late);
       }
 
       // With attemptTimeoutMs each attempt runs under its own, shorter child.
       const own =
         plan.attemptTimeoutMs === undefined
           ? undefined
-          : openDeadlineUnder(scope ?? null, {
-              operation: plan.operation,
-              timeoutMs: plan.attemptTimeoutMs,
-              signal: scope === undefined ? signal : undefined,
-            });
+          : openDeadlineUnder(scope ?? null, { operation: plan.operation, timeoutMs: plan.attemptTimeoutMs, signal: scope === undefined ? signal : undefined });
       try {
         const info: RetryAttempt = {
           attempt,
@@ -286,11 +236,11 @@ export async function retryWithinDeadline<T>(
         if (signal.aborted) {
           // The shared deadline (less the reserve) or the caller's cancellation ended it.
           thrown = isRefusal(err) ? err : stopForAbort(plan.operation, signal.reason, err);
-          decision = decisionForCode(abortCodeOf(thrown));
+          decision = decisionOf(abortCodeOf(thrown));
         } else if (own?.aborted) {
           // Only this attempt's own cap: the shared budget decides at the next check.
           decision = attempt >= plan.attempts ? 'attempts_exhausted' : 'retry';
-        } else if (code !== undefined) decision = decisionForCode(code);
+        } else if (code !== undefined) decision = decisionOf(code);
         else if (carriesDeadlineExpired(err)) decision = 'deadline_expired_reply';
         else if (!safeRetryable(plan.retryable, err)) decision = 'not_retryable';
         else if (attempt >= plan.attempts) decision = 'attempts_exhausted';

@@ -54,13 +54,10 @@ function checkToolCallId(value: unknown): string | undefined {
 }
 
 /**
- * Adds one tool lifecycle event to a span. The event holds what the span and
- * the event's own timestamp do not already say, ids and timings only: the
- * tool's name (`gen_ai.tool.name`), the model's call id if given
- * (`gen_ai.tool.call.id`), the attempt, the cutoff and the ms left, a parent
- * call id if given, and for `tool.aborted` the abort code and a telemetry-safe
- * reason. Never arguments, bodies, prompts or credentials: there is no
- * parameter that could carry them.
+ * Adds one tool lifecycle event to a span, with ids and timings only: the
+ * tool's name, the model's call id, the attempt, the cutoff and the ms left, a
+ * parent call id, and for `tool.aborted` the abort code and a telemetry-safe
+ * reason. No parameter could carry arguments, bodies, prompts or credentials.
  */
 export function recordToolEvent(name: ToolEventName, details: ToolEventDetails): void {
   if (!TOOL_EVENTS.includes(name)) throw new TypeError(`unknown tool event ${String(name)}`);
@@ -68,7 +65,6 @@ export function recordToolEvent(name: ToolEventName, details: ToolEventDetails):
   const span = details.span ?? trace.getActiveSpan();
   if (span === undefined) return;
   const deadline = details.deadline ?? getDeadline();
-  const observedAt = Date.now();
   const attributes: Attributes = {
     [ATTR_GEN_AI_TOOL_NAME]: details.operation,
     [ATTR_TOOL_ATTEMPT]: details.attempt ?? 1,
@@ -79,17 +75,13 @@ export function recordToolEvent(name: ToolEventName, details: ToolEventDetails):
     attributes[ATTR_DEADLINE_AT_MS] = Math.floor(deadline.expiresAtMs);
     attributes[ATTR_DEADLINE_REMAINING_MS] = Math.floor(deadline.remainingMs());
   }
-  if (name === 'tool.aborted' && details.reason !== undefined) {
-    const reason = details.reason;
-    const code = deadlineCodeOf(reason);
-    if (code !== undefined || isRefusal(reason)) {
-      attributes[ATTR_DEADLINE_ABORT_CODE] = code ?? abortCodeOf(reason);
-      attributes[ATTR_DEADLINE_ABORT_REASON] = describeAbortReason(reason);
-    } else {
-      attributes[ATTR_TOOL_ERROR] = describeAbortReason(reason);
-    }
+  const { reason } = details;
+  if (name === 'tool.aborted' && reason !== undefined) {
+    const code = deadlineCodeOf(reason) ?? (isRefusal(reason) ? abortCodeOf(reason) : undefined);
+    if (code !== undefined) attributes[ATTR_DEADLINE_ABORT_CODE] = code;
+    attributes[code === undefined ? ATTR_TOOL_ERROR : ATTR_DEADLINE_ABORT_REASON] = describeAbortReason(reason);
   }
-  span.addEvent(name, attributes, observedAt);
+  span.addEvent(name, attributes, Date.now());
 }
 
 export interface ToolOptions {
@@ -123,13 +115,12 @@ export interface ToolCall {
 }
 
 /**
- * Runs one tool call in a span named `operation`, with the GenAI attributes
- * `gen_ai.operation.name=execute_tool`, `gen_ai.tool.name` and, when given,
- * `gen_ai.tool.call.id`, and records its lifecycle:
- * `tool.queued` when called, `tool.started` once admitted, then
- * `tool.completed` or `tool.aborted`. With `timeoutMs` the tool gets its own
- * child deadline (never later than the caller's); with `minUsefulMs` it is
- * refused before it starts when the budget cannot cover it.
+ * Runs one tool call in a span named `operation` with the GenAI attributes
+ * (`gen_ai.operation.name=execute_tool`, `gen_ai.tool.name`, and
+ * `gen_ai.tool.call.id` when given), recording `tool.queued`, `tool.started`,
+ * then `tool.completed` or `tool.aborted`. With `timeoutMs` the tool gets its
+ * own child deadline; with `minUsefulMs` it is refused before it starts when
+ * the budget cannot cover it.
  */
 export async function runTool<T>(operation: string, fn: (call: ToolCall) => Promise<T> | T, options: ToolOptions = {}): Promise<T> {
   if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
@@ -153,6 +144,7 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
     recordToolEvent(name, { operation, toolCallId, attempt, span, deadline, reason });
 
   let own: ManagedDeadline | undefined;
+  let refusal: unknown;
   try {
     if (options.timeoutMs !== undefined) {
       own = openDeadline({ operation, timeoutMs: options.timeoutMs, minUsefulMs, reserveMs });
@@ -161,23 +153,24 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
     }
   } catch (err) {
     if (!isRefusal(err)) throw err;
-    const span = tracer.startSpan(operation, { kind: options.kind, startTime: calledAt, attributes }, outer);
-    event('tool.queued', span, parentDeadline);
-    event('tool.aborted', span, parentDeadline, err);
-    endRefusedSpan(span, err);
-    throw err;
+    refusal = err;
   }
 
   const deadline = own ?? parentDeadline;
   const base = own === undefined ? outer : setDeadline(outer, own);
   const span = tracer.startSpan(operation, { kind: options.kind, startTime: calledAt, attributes }, base);
   event('tool.queued', span, deadline);
-  const { traceId, spanId } = span.spanContext();
+  if (refusal !== undefined) {
+    event('tool.aborted', span, deadline, refusal);
+    endRefusedSpan(span, refusal);
+    throw refusal;
+  }
+  const { traceId: requestId, spanId: callId } = span.spanContext();
   const call: ToolCall = {
     operation,
     attempt,
-    requestId: traceId,
-    callId: spanId,
+    requestId,
+    callId,
     toolCallId,
     deadline,
     get signal() {
@@ -191,10 +184,7 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
     return value;
   } catch (err) {
     event('tool.aborted', span, deadline, deadline?.aborted ? deadline.abortReason : err);
-    span.setStatus({
-      code: SpanStatusCode.ERROR,
-      message: deadline?.aborted ? abortCodeOf(deadline.abortReason) : errorType(err),
-    });
+    span.setStatus({ code: SpanStatusCode.ERROR, message: deadline?.aborted ? abortCodeOf(deadline.abortReason) : errorType(err) });
     throw err;
   } finally {
     span.end();

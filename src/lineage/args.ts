@@ -2,11 +2,6 @@ import { parseArgs } from 'node:util';
 import { INSTRUMENTATION_VERSION } from '../../instrumentation/names';
 import { REMOTE_GRACE_MS } from './remote';
 
-/**
- * The lineage CLI's command line, read with `node:util`'s parseArgs so the
- * package needs no argument parser at run time.
- */
-
 export interface CliOptions {
   source: string;
   trace?: string;
@@ -67,21 +62,13 @@ Options:
 Exit codes: 0 done, 1 violation found (with --fail-on-violation), 2 bad input.
 `;
 
-function positiveInt(flag: string, value: string | undefined, fallback: number, what: string): number {
+/** A flag's whole number: positive, or (with `digits`, for --grace) zero allowed and at most that many digits. */
+function wholeNumber(flag: string, value: string | undefined, fallback: number, what: string, digits?: number): number {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n <= 0) {
+  const shape = digits === undefined ? /^\d+$/ : new RegExp(`^\\d{1,${digits}}$`);
+  if (!shape.test(value.trim()) || !Number.isSafeInteger(n) || (digits === undefined && n <= 0)) {
     throw new UsageError(`option '${flag}' argument '${value}' is invalid. expected ${what}`);
-  }
-  return n;
-}
-
-/** A whole number of ms, zero allowed. */
-function wholeMs(flag: string, value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!/^\d{1,9}$/.test(value.trim()) || !Number.isSafeInteger(n)) {
-    throw new UsageError(`option '${flag}' argument '${value}' is invalid. expected a whole number of ms`);
   }
   return n;
 }
@@ -144,10 +131,10 @@ export function parseCliArgs(argv: string[]): ParsedArgs {
     html: values.html,
     service: values.service,
     failOnViolation: values['fail-on-violation'] === true,
-    timeoutMs: positiveInt('--timeout <ms>', values.timeout, DEFAULT_TIMEOUT_MS, 'a positive whole number of ms'),
+    timeoutMs: wholeNumber('--timeout <ms>', values.timeout, DEFAULT_TIMEOUT_MS, 'a positive whole number of ms'),
     lookbackMs,
-    limit: positiveInt('--limit <n>', values.limit, DEFAULT_LIMIT, 'a positive whole number'),
-    graceMs: wholeMs('--grace <ms>', values.grace, REMOTE_GRACE_MS),
+    limit: wholeNumber('--limit <n>', values.limit, DEFAULT_LIMIT, 'a positive whole number'),
+    graceMs: wholeNumber('--grace <ms>', values.grace, REMOTE_GRACE_MS, 'a whole number of ms', 9),
   };
   if (options.service !== undefined && options.trace !== undefined) {
     throw new UsageError('give either --trace (one trace) or --service (a search), not both');

@@ -31,11 +31,7 @@ function describeFetchError(err: unknown): string {
   return cause?.message ?? (err as Error).message ?? String(err);
 }
 
-/**
- * GETs one path of Jaeger's query API. Network failures, timeouts and oversized
- * answers become LineageInputErrors; HTTP statuses are left to the caller,
- * which knows what a 404 means for its request.
- */
+/** GETs one path of Jaeger's query API. Network failures, timeouts and oversized answers throw; statuses are the caller's. */
 export async function jaegerGet(base: string, path: string, timeoutMs: number): Promise<JaegerReply> {
   const url = `${base}${path}`;
   let response: Response;
@@ -61,14 +57,13 @@ export async function jaegerGet(base: string, path: string, timeoutMs: number): 
     }
     throw new LineageInputError(`reading Jaeger's answer from ${url} failed: ${describeFetchError(err)}`);
   }
-  let answer: JaegerAnswer | undefined;
+  let parsed: unknown;
   try {
-    const parsed: unknown = JSON.parse(text);
-    if (isJaegerAnswer(parsed)) answer = parsed;
+    parsed = JSON.parse(text);
   } catch {
     // The caller reports a missing answer together with the status code, which says more.
   }
-  return { url, status: response.status, answer };
+  return { url, status: response.status, answer: isJaegerAnswer(parsed) ? parsed : undefined };
 }
 
 /** Jaeger's first error message in an answer, if it gave one. */

@@ -1,10 +1,8 @@
 import type { LineageSpan, TagValue } from './model';
 
 /**
- * Reads the answer of Jaeger's query API (`GET /api/traces/{id}` and the
- * search endpoint): `{"data":[{"traceID","spans":[...],"processes":{...}}]}`.
- * Tags are typed (`string`, `bool`, `int64`, `float64`, `binary`); int64 values
- * beyond 2^53 arrive as strings.
+ * Reads the answer of Jaeger's query API: `{"data":[{"traceID","spans":[...],"processes":{...}}]}`.
+ * Tags are typed (`string`, `bool`, `int64`, `float64`, `binary`); int64 beyond 2^53 arrives as a string.
  */
 
 export interface JaegerTag {
@@ -53,7 +51,7 @@ export function isJaegerTrace(value: unknown): value is JaegerTrace {
   return typeof value === 'object' && value !== null && Array.isArray((value as JaegerTrace).spans);
 }
 
-export function tagValue(tag: JaegerTag): TagValue | undefined {
+function tagValue(tag: JaegerTag): TagValue | undefined {
   const { type, value } = tag;
   switch (type) {
     case 'bool':

@@ -39,21 +39,15 @@ export function pickTrace(traces: LineageTrace[], traceId: string | undefined, s
   return picked;
 }
 
+const READ_ERRORS: Record<string, string> = { ENOENT: 'no such file', EACCES: 'permission denied', EISDIR: 'it is a directory' };
+
 async function readTraceFile(path: string): Promise<LineageTrace[]> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const why =
-      code === 'ENOENT'
-        ? 'no such file'
-        : code === 'EACCES'
-          ? 'permission denied'
-          : code === 'EISDIR'
-            ? 'it is a directory'
-            : String(code ?? (err as Error).message);
-    throw new LineageInputError(`cannot read ${path}: ${why}`);
+    throw new LineageInputError(`cannot read ${path}: ${READ_ERRORS[code ?? ''] ?? String(code ?? (err as Error).message)}`);
   }
   return groupTraces(parseTraceText(text, path));
 }

@@ -95,10 +95,7 @@ export function deadlineFacts(span: LineageSpan): DeadlineFacts {
   };
 }
 
-/**
- * Work refused for lack of budget: a span that never started (`not_started`),
- * or a retry loop stopped with INSUFFICIENT_BUDGET before its next attempt.
- */
+/** Work refused for lack of budget: never started (`not_started`), or a retry stopped with INSUFFICIENT_BUDGET. */
 export function isRefused(facts: DeadlineFacts): boolean {
   return facts.outcome === 'not_started' || facts.abortCode === 'INSUFFICIENT_BUDGET';
 }

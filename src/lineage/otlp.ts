@@ -1,10 +1,9 @@
 import type { LineageSpan, TagValue } from './model';
 
 /**
- * Reads OTLP/JSON trace data: one ExportTraceServiceRequest, or the collector
- * file exporter's JSON lines (one request per line). Follows the OTLP JSON
- * encoding (hex ids, int64 as string) and also takes the looser forms SDKs emit
- * (ints as numbers, kind as an enum name).
+ * Reads OTLP/JSON trace data (one ExportTraceServiceRequest) in the OTLP JSON
+ * encoding (hex ids, int64 as string) and the looser forms SDKs emit (ints as
+ * numbers, kind as an enum name).
  */
 
 interface OtlpAnyValue {
@@ -82,10 +81,9 @@ export function attributesOf(list: OtlpKeyValue[] | undefined): Record<string, T
 }
 
 /**
- * Nanoseconds since the epoch, exactly for strings (OTLP/JSON's usual form);
+ * Nanoseconds since the epoch, exact for strings (OTLP/JSON's usual form);
  * undefined if not a count. A fixed64 has at most 20 digits: a longer string
- * is not a time, and is not parsed (a megabyte of digits takes BigInt about
- * 0.2 s per field, and comes out Infinity).
+ * is not parsed (BigInt would take a megabyte of digits for ~0.2 s per field).
  */
 function nanosOf(value: string | number | undefined): bigint | undefined {
   if (typeof value === 'string' && /^\d{1,20}$/.test(value)) return BigInt(value);
@@ -94,12 +92,9 @@ function nanosOf(value: string | number | undefined): bigint | undefined {
 }
 
 /**
- * A span's start and end in whole microseconds, by Jaeger's rule: the start
- * truncated to the microsecond, the end the start plus the duration truncated.
- * The same trace then reads the same from an OTLP file and from Jaeger. Kept
- * in fractions, the file's times once made a duration of 409.4998 ms come out
- * as 410 ms (a double's step at today's epoch in microseconds is 0.25 µs)
- * where Jaeger's whole microseconds said 409 ms.
+ * A span's start and end in whole microseconds, by Jaeger's rule (the start
+ * truncated, the end the start plus the truncated duration), so the same trace
+ * reads the same from an OTLP file and from Jaeger, to the millisecond.
  */
 function spanTimesUs(startNanos: string | number | undefined, endNanos: string | number | undefined): { startUs: number; endUs: number } {
   const start = nanosOf(startNanos) ?? 0n;

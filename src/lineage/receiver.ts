@@ -5,11 +5,10 @@ import { isOtlpRequest, spansFromOtlp, type OtlpRequest } from './otlp';
 import type { LineageSpan } from './model';
 
 /**
- * A minimal OTLP/HTTP trace receiver for local runs and tests: accepts JSON
- * (`OTEL_EXPORTER_OTLP_PROTOCOL=http/json`) on POST /v1/traces and keeps each
- * request, optionally appending it as one line to a file, the format the
- * collector's file exporter writes and `deadline-lineage` reads. It binds to
- * loopback by default and is not meant to face a network.
+ * A minimal OTLP/HTTP trace receiver for local runs and tests, on loopback by
+ * default: keeps each JSON request to POST /v1/traces, optionally appended as
+ * one line to a file (the collector file exporter's format, which
+ * `deadline-lineage` reads).
  */
 
 export interface OtlpReceiverOptions {

@@ -1,22 +1,17 @@
 import type { LineageNode } from './tree';
 
 /**
- * Lateness that no single process can see, found by comparing the two sides of
- * a process boundary in one trace (a CLIENT span and the SERVER span it caused,
- * or a PRODUCER and its CONSUMER):
+ * Lateness no single process can see (each knows only its own clock and
+ * spans), found by comparing the two sides of a process boundary in one trace
+ * (CLIENT and SERVER, or PRODUCER and CONSUMER):
  *
- * - `remote_ended_after_caller`: the server span went on after the client span
- *   that called it ended, by more than the allowance. The caller gave up (or
- *   was answered by a proxy) and the callee kept working, e.g. a tool server
- *   that ignores the deadline. The span processor's rule, across processes:
- *   the callee should stop when its caller ended, or when its own last child
- *   ended if that was later (that child is judged on its own, so a server
- *   waiting for its database's cancel round trip is not blamed for it).
- * - `remote_started_after_cutoff`: the remote child started after the cutoff
- *   its caller ran under: the request or message waited on the way past it.
- *
- * Each side's process only knows its own clock and spans, so its span
- * processor cannot flag these; the trace holds both sides.
+ * - `remote_ended_after_caller`: the server span went on after its client span
+ *   ended, by more than the allowance: the callee kept working after the caller
+ *   gave up. As in the span processor, the callee may go on until its own last
+ *   child ended (that child is judged on its own: a server waiting for its
+ *   database's cancel round trip is not blamed for it).
+ * - `remote_started_after_cutoff`: the remote child started after its caller's
+ *   cutoff: the request or message waited on the way past it.
  */
 export type RemoteViolation = 'remote_ended_after_caller' | 'remote_started_after_cutoff';
 
@@ -27,20 +22,11 @@ export interface RemoteLateness {
 }
 
 /**
- * Two processes' clocks, and the time an abort takes to unwind through a busy
- * server, both put some ms between the sides of a hop that behaved: NTP keeps
- * clocks on one network within a few ms, but a loaded host can stall a process
- * for 100 ms or more. 250 ms stays clear of both; a callee that ignores its
- * caller's deadline keeps working for its whole run, usually far longer.
+ * Clock skew (NTP: a few ms) and an abort unwinding through a loaded host (100
+ * ms or more) separate the sides of a hop that behaved; 250 ms stays clear of
+ * both, while a callee that ignores its caller's deadline goes on far longer.
  */
 export const REMOTE_GRACE_MS = 250;
-
-/** The end of the node's last child in the trace, in epoch microseconds, or undefined. */
-function lastChildEndUs(node: LineageNode): number | undefined {
-  let last: number | undefined;
-  for (const child of node.children) if (last === undefined || child.span.endUs > last) last = child.span.endUs;
-  return last;
-}
 
 const CALLERS = new Set(['client', 'producer']);
 const CALLEES = new Set(['server', 'consumer']);
@@ -52,8 +38,7 @@ export function remoteLateness(node: LineageNode, graceMs = REMOTE_GRACE_MS): Re
   const found: RemoteLateness[] = [];
   // A producer's span ends at the send; only a client waits for the answer.
   if (parent.span.kind === 'client' && node.span.kind === 'server') {
-    const childEnd = lastChildEndUs(node);
-    const stopAtUs = childEnd !== undefined && childEnd > parent.span.endUs ? childEnd : parent.span.endUs;
+    const stopAtUs = node.children.reduce((end, child) => Math.max(end, child.span.endUs), parent.span.endUs);
     // Reported as the time past the caller's end, which is what a reader compares in the trace.
     if ((node.span.endUs - stopAtUs) / 1000 > graceMs) {
       found.push({ violation: 'remote_ended_after_caller', byMs: (node.span.endUs - parent.span.endUs) / 1000 });

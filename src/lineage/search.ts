@@ -5,18 +5,12 @@ import { firstJaegerError, jaegerBase, jaegerGet } from './jaeger-http';
 import { groupTraces, type LineageTrace } from './model';
 
 /**
- * Search mode: asks Jaeger's tag search for one service's traces that may hold
- * lateness. Jaeger matches the service and the tag on the same span, so each
- * query finds spans *of that service* with the tag:
- *
- * - `deadline.late=true`: the span processor flagged the span itself;
- * - `deadline.outcome=expired` and `=cancelled`: the service gave up on work,
- *   so a callee may have kept working after it, or started after its cutoff.
- *   Those cases show only when both sides of the hop are compared (remote.ts).
- *
- * The traces come back whole, so no second request per trace is needed.
+ * Search mode: Jaeger's tag search for spans *of one service* that may hold
+ * lateness, each trace returned whole. `deadline.late=true`: the span
+ * processor flagged the span itself; `deadline.outcome=expired`/`cancelled`:
+ * the service gave up, so a callee may have gone on after it (remote.ts).
  */
-export const SEARCH_TAGS: readonly (readonly [string, string])[] = [
+const SEARCH_TAGS: readonly (readonly [string, string])[] = [
   [ATTR_DEADLINE_LATE, 'true'],
   [ATTR_DEADLINE_OUTCOME, 'expired'],
   [ATTR_DEADLINE_OUTCOME, 'cancelled'],
@@ -32,7 +26,7 @@ export interface SearchOptions {
   nowMs?: number;
 }
 
-export interface TagQueryResult {
+interface TagQueryResult {
   tag: string;
   traces: number;
   /** The query returned `limit` traces: older matches may have been left out. */

@@ -44,52 +44,34 @@ function outcomeText(node: LineageNode): string {
   return parts.join('  ');
 }
 
-interface Row {
-  label: string;
-  cutoff: string;
-  remaining: string;
-  spent: string;
-  outcome: string;
-}
+const HEADER = ['SPAN (service: operation)', 'CUTOFF', 'REMAINING start → end', 'SPENT', 'OUTCOME'];
 
 /** The span tree, one line per span, followed by the summary. */
 export function renderText(tree: LineageTree): string {
-  const rows: Row[] = tree.ordered.map((node) => {
+  const rows = tree.ordered.map((node) => {
     const { facts, span } = node;
-    return {
-      label: clip(treePrefix(node) + spanLabel(node), MAX_LABEL),
-      cutoff: signedMs(cutoffOffsetMs(tree, node)),
-      remaining: facts.present ? `${ms(facts.remainingMs)} → ${ms(facts.remainingAtEndMs)} ms` : '-',
-      spent: `${ms((span.endUs - span.startUs) / 1000)} ms`,
-      outcome: outcomeText(node),
-    };
+    return [
+      clip(treePrefix(node) + spanLabel(node), MAX_LABEL),
+      signedMs(cutoffOffsetMs(tree, node)),
+      facts.present ? `${ms(facts.remainingMs)} → ${ms(facts.remainingAtEndMs)} ms` : '-',
+      `${ms((span.endUs - span.startUs) / 1000)} ms`,
+      outcomeText(node),
+    ];
   });
-  const header: Row = {
-    label: 'SPAN (service: operation)',
-    cutoff: 'CUTOFF',
-    remaining: 'REMAINING start → end',
-    spent: 'SPENT',
-    outcome: 'OUTCOME',
-  };
-  const width = (key: keyof Row) => Math.max(...[header, ...rows].map((row) => [...row[key]].length));
-  const w = { label: width('label'), cutoff: width('cutoff'), remaining: width('remaining'), spent: width('spent') };
-  const pad = (text: string, n: number) => text + ' '.repeat(Math.max(0, n - [...text].length));
-  const padStart = (text: string, n: number) => ' '.repeat(Math.max(0, n - [...text].length)) + text;
-  const line = (row: Row) =>
-    [
-      pad(row.label, w.label),
-      padStart(row.cutoff, w.cutoff),
-      padStart(row.remaining, w.remaining),
-      padStart(row.spent, w.spent),
-      row.outcome,
-    ]
+  // Widths in code points: the tree's rails and arrows are one column each.
+  const widths = HEADER.map((_, col) => Math.max(...[HEADER, ...rows].map((row) => [...row[col]].length)));
+  const fill = (text: string, col: number) => ' '.repeat(Math.max(0, widths[col] - [...text].length));
+  // The label is padded on the right, the numbers on the left; the outcome is last and not padded.
+  const line = (row: string[]) =>
+    row
+      .map((cell, col) => (col === 0 ? cell + fill(cell, col) : col === row.length - 1 ? cell : fill(cell, col) + cell))
       .join('  ')
       .trimEnd();
 
   const root = tree.roots[0];
   const budget = root?.facts.budgetMs === undefined ? '' : `, root budget ${ms(root.facts.budgetMs)} ms`;
   const out = [`trace ${printable(tree.traceId)} (${rows.length} span${rows.length === 1 ? '' : 's'}${budget})`];
-  out.push(line(header), ...rows.map(line), '', renderSummary(tree));
+  out.push(line(HEADER), ...rows.map(line), '', renderSummary(tree));
   return out.join('\n');
 }
 

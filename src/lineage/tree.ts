@@ -31,10 +31,9 @@ export interface LineageTree {
   rootCutoffMs: number | undefined;
 }
 
-/** Counted over the root's descendants only: the root is the request itself, never its own child. */
+/** Counted over the root's descendants (`children`): the root is the request itself, never its own child. */
 export interface LineageSummary {
   spans: number;
-  /** Spans other than the trace's root: what every count below is taken over. */
   children: number;
   late: LineageNode[];
   /** Spans late across a process boundary (see remote.ts); a span can be in both lists. */
@@ -57,16 +56,7 @@ export function buildTree(trace: LineageTrace): LineageTree {
 export function buildTreeWith(trace: LineageTrace, options: TreeOptions): LineageTree {
   const graceMs = options.graceMs ?? REMOTE_GRACE_MS;
   const nodes = trace.spans.map(
-    (span): LineageNode => ({
-      span,
-      facts: deadlineFacts(span),
-      depth: 0,
-      parent: undefined,
-      children: [],
-      last: true,
-      ancestorsLast: [],
-      remote: [],
-    }),
+    (span): LineageNode => ({ span, facts: deadlineFacts(span), depth: 0, parent: undefined, children: [], last: true, ancestorsLast: [], remote: [] }),
   );
   const byId = new Map<string, LineageNode>();
   for (const node of nodes) if (!byId.has(node.span.spanId)) byId.set(node.span.spanId, node);
@@ -125,15 +115,8 @@ export function buildTreeWith(trace: LineageTrace, options: TreeOptions): Lineag
 
 export function summarize(tree: LineageTree): LineageSummary {
   const root = tree.roots[0];
-  const summary: LineageSummary = {
-    spans: tree.ordered.length,
-    children: tree.ordered.length - (root === undefined ? 0 : 1),
-    late: [],
-    remoteLate: [],
-    exceeded: 0,
-    aborted: 0,
-    refused: 0,
-  };
+  const children = tree.ordered.length - (root === undefined ? 0 : 1);
+  const summary: LineageSummary = { spans: tree.ordered.length, children, late: [], remoteLate: [], exceeded: 0, aborted: 0, refused: 0 };
   for (const node of tree.ordered) {
     if (node === root) continue;
     const { facts } = node;
