@@ -10,7 +10,6 @@ import {
   epochToMonotonic,
   minCutoff,
   monotonicNow,
-  monotonicNowForOpening,
   remainingUntil,
   safeTimerDelay,
 } from './time';
@@ -683,7 +682,7 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
   // the one enforced here; for an absolute expiresAtMs the monotonic clock first, so the cutoff
   // enforced here is never later than the one asked for.
   const earlyEpoch = hasTimeout ? Date.now() : 0;
-  const nowMono = monotonicNowForOpening();
+  const nowMono = monotonicNow();
   const nowEpoch = hasTimeout ? earlyEpoch : Date.now();
   let ownCutoff: number;
   let ownExpiresAt: number;

@@ -18,32 +18,9 @@ export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
  */
 export const MAX_DEADLINE_MS = 100 * 24 * 60 * 60 * 1000;
 
-/**
- * The `performance` object the monotonic clock is read from, held here rather
- * than read as a global on every call. Node defines the global `performance`
- * as an accessor that stays one, so each read of it is a getter call (about
- * 200 instructions of a clock read on Node 20, and a request reads the clock
- * some twenty times). It is looked up again by every read that opens a
- * deadline (`monotonicNowForOpening`), so a fake-timer library that swaps the
- * global (Vitest's and Jest's do by default) governs every deadline opened
- * after it is installed, as it would if the global were read each time; a spy
- * on `performance.now` works either way, since it changes the same object.
- */
-let clock: { now(): number } = globalThis.performance;
-
 /** The monotonic clock, in milliseconds. */
 export function monotonicNow(): number {
-  return clock.now();
-}
-
-/**
- * The monotonic clock for a read that opens a deadline (the cutoff of a new
- * deadline is computed from it), after looking up the global `performance`
- * again: one getter call per deadline opened rather than per clock read.
- */
-export function monotonicNowForOpening(): number {
-  clock = globalThis.performance;
-  return clock.now();
+  return performance.now();
 }
 
 /** The earlier of two cutoffs; a child is always the min of its own and its parent's. */

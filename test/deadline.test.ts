@@ -485,9 +485,8 @@ describe('watchAbort and leftBeforeAbort (what database guards use on every stat
 });
 
 describe('the clock a deadline reads', () => {
-  // The package holds the `performance` object instead of reading Node's accessor global on every
-  // clock read, and looks it up again each time it opens a deadline: fake timers installed before
-  // a deadline is opened must govern it, as they did when the global was read on every call.
+  // The package reads the global `performance` on every clock read: fake timers installed before
+  // a deadline is opened govern it.
   it('follows fake timers that replace the global performance, installed before the deadline opens', () => {
     const realPerformance = globalThis.performance;
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });

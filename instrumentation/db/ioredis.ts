@@ -1,6 +1,5 @@
 import type { Span } from '@opentelemetry/api';
 import { context as contextApi } from '@opentelemetry/api';
-import { spanStartLook } from '../../src/processor/statement-in-flight';
 import { budgetLeft, mayStart, refusalAt } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
@@ -108,30 +107,23 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         return command!.promise;
       }
       const settings = host.settings;
-      // A DeadlineSpanProcessor looked at the deadline as the outer span started, in this same
-      // synchronous step and context: that look is ours (see spanStartLook). Otherwise we look.
-      const look = outerSpan === undefined ? undefined : spanStartLook(outerSpan);
-      const seen = look?.deadline;
-      const ctx = seen === undefined ? contextApi.active() : undefined;
-      const deadline = ctx === undefined ? (settings.ioredis ? seen : undefined) : statementDeadline(host, 'ioredis', ctx);
+      const ctx = contextApi.active();
+      const deadline = statementDeadline(host, 'ioredis', ctx);
       if (deadline === undefined || command === undefined || typeof command.reject !== 'function' || commandKind(command.name).cleanup) {
         return instrumentedBelow ? slot.passThrough(original, this, args) : original.apply(this, args);
       }
       const observe = settings.mode === 'observe';
       const guard = new RedisCommandGuard(deadline, observe, 'redis', undefined, command);
       if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
-      // The one clock read (the processor's, when it found budget left): refusal, the blocking timeout
-      // and arming all go by it. Expired or aborted at that look, budgetLeft records the abort.
-      const seenLeft = ctx === undefined ? look!.startBudgetLeftMs : undefined;
-      const left = seenLeft !== undefined && seenLeft > 0 ? seenLeft : budgetLeft(deadline);
+      // The one clock read: refusal, the blocking timeout and arming all go by it. Expired or aborted, budgetLeft records the abort.
+      const left = budgetLeft(deadline);
       const minUsefulMs = settings.minUsefulMs;
       const refusal = mayStart(left, minUsefulMs) ? undefined : refusalAt(deadline, left, guard.operation, minUsefulMs);
       // Our own span when no other instrumentation makes one for this call: none below us (or the command is
       // refused and never reaches it), and none on top of us, where the method found on the client is ours.
       // That lookup goes up ioredis's prototype chain, so it is made last, only when it decides.
       if (outerSpan === undefined && (!instrumentedBelow || refusal !== undefined) && isOwnWrapper((this as Exports).sendCommand, owner)) {
-        // No outer span, so no look but ours: ctx is the context read above.
-        guard.startOwnSpan(host.tracer, ctx!, ownSpanShape(this as Exports, guard.name));
+        guard.startOwnSpan(host.tracer, ctx, ownSpanShape(this as Exports, guard.name));
       }
       if (refusal !== undefined) {
         if (!observe) {

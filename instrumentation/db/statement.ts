@@ -4,7 +4,6 @@ import type { Linked, LinkedSet } from '../../src/linked-set';
 import { abortCodeOf, describeAbortReason, DeadlineExceededError, errorForAbort } from '../../src/errors';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME, type DeadlineOutcome } from '../../src/attributes';
 import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
-import { countAdded, directAttributes, isNewKey } from '../../src/processor/direct-attributes';
 import { ATTR_DEADLINE_DB_CANCEL, type DbCancel } from './attributes';
 import { isSqlWrite, sqlCommand } from './sql';
 
@@ -207,21 +206,9 @@ export class DbStatement implements AbortWatcher, Linked {
     span.end();
   }
 
-  /**
-   * `deadline.outcome=completed`, on every guarded statement: one literal-key
-   * store into the SDK span's attribute map where it can take it as
-   * setAttribute would (see src/processor/direct-attributes), so the span's
-   * map stays a fast object; setAttribute otherwise.
-   */
+  /** `deadline.outcome=completed`, unless the span processor writes it as the span ends on its reply. */
   protected recordCompleted(): void {
-    if (this.spanEndsCompleted) return;
-    const span = this.span;
-    if (span === undefined || !span.isRecording()) return this.record(COMPLETED);
-    const attributes = directAttributes(span, 1, 9);
-    if (attributes === undefined) return void span.setAttribute(ATTR_DEADLINE_OUTCOME, 'completed');
-    const added = isNewKey(attributes, ATTR_DEADLINE_OUTCOME);
-    attributes['deadline.outcome' satisfies typeof ATTR_DEADLINE_OUTCOME] = 'completed';
-    countAdded(span, added);
+    if (!this.spanEndsCompleted) this.record(COMPLETED);
   }
 
   private record(attributes: Record<string, string | boolean>): void {

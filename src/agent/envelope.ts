@@ -3,7 +3,7 @@ import { getDeadline, setDeadline } from '../context';
 import { DeadlineNode, type Deadline, type ManagedDeadline } from '../deadline';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../errors';
 import { endRefusedSpan, TRACER_NAME } from '../open';
-import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNowForOpening } from '../time';
+import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
 import { runInSpan } from './span-run';
 
 /**
@@ -130,7 +130,7 @@ function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
   // read (the cutoff enforced here is never later than the sender's), and a capped budget's cutoff
   // for the wire with the earlier one (never later than the cutoff enforced here).
   const epochBefore = Date.now();
-  const nowMono = monotonicNowForOpening();
+  const nowMono = monotonicNow();
   const nowEpoch = Date.now();
   // The remaining time is measured on this process's clock against the sender's
   // cutoff; the dwell is what the queue (and any clock skew) took.

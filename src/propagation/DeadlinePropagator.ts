@@ -10,7 +10,7 @@ import {
 import { isTracingSuppressed, W3CBaggagePropagator } from '@opentelemetry/core';
 import { getDeadline, isDeadlineOffWire, isDeadlineOnlyBaggage, isWritingDeadlineHeaders, setDeadline } from '../context';
 import { DeadlineNode } from '../deadline';
-import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNowForOpening } from '../time';
+import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
 import {
   BAGGAGE_DEADLINE_KEY,
   HEADER_AT_MS,
@@ -169,7 +169,7 @@ export class DeadlinePropagator implements TextMapPropagator {
     try {
       const incoming = this.read(carrier, getter);
       if (incoming === undefined) return ctx;
-      const nowMono = monotonicNowForOpening();
+      const nowMono = monotonicNow();
       const cutoffMono = nowMono + incoming.remainingMs;
       const active = getDeadline(ctx);
       let parent = undefined;
