@@ -1,7 +1,6 @@
 import type { Span } from '@opentelemetry/api';
 import { OUTGOING_CALL_KEY, type DeadlineHeaderWriter } from '../../src/context';
-import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
-import { LinkedItem } from '../../src/linked-set';
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { abortCodeOf, describeAbortReason } from '../../src/errors';
 import {
   ATTR_DEADLINE_ABORT_CODE,
@@ -43,7 +42,7 @@ export interface CallInit {
  * been shown (`addSpan`) before it aborts the transport, so the spans carry
  * it when the transport ends them.
  */
-export class OutgoingCall extends LinkedItem implements DeadlineHeaderWriter, AbortWatcher {
+export class OutgoingCall implements DeadlineHeaderWriter {
   readonly deadline: Deadline;
   readonly transport: CallInit['transport'];
   readonly method: string;
@@ -63,12 +62,10 @@ export class OutgoingCall extends LinkedItem implements DeadlineHeaderWriter, Ab
   private openRequests = 0;
   private requestsTied = 0;
   private apiDone = false;
-  /** How to stop watching a deadline that is not one of ours (ours are watched without a closure). */
   private unsubscribe: (() => void) | undefined;
   private onCallerAbort: (() => void) | undefined;
 
   constructor(init: CallInit) {
-    super();
     this.deadline = init.deadline;
     this.transport = init.transport;
     this.method = init.method;
@@ -97,20 +94,14 @@ export class OutgoingCall extends LinkedItem implements DeadlineHeaderWriter, Ab
   arm(action: (reason: unknown) => void): void {
     if (this.settled) return;
     this.abortAction = this.observe ? () => this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true }) : action;
-    // The call is its own watcher: no listener closure per call. Calls onDeadlineAbort at once if the
-    // deadline has already aborted; a cutoff passing from now on comes through the deadline's timer.
-    const stop = watchDeadlineAbort(this.deadline, this);
-    if (this.abortAction === undefined) return void unwatchDeadlineAbort(this.deadline, this, stop);
+    // Called back at once if the deadline has already aborted.
+    const stop = onDeadlineAbort(this.deadline, (reason) => this.abortWith(reason));
+    if (this.abortAction === undefined) return stop();
     this.unsubscribe = stop;
     const callerSignal = this.callerSignal;
     if (callerSignal === undefined) return;
     this.onCallerAbort = () => this.abortWith(callerSignal.reason);
     callerSignal.addEventListener('abort', this.onCallerAbort);
-  }
-
-  /** @internal The deadline aborted while the call was armed. */
-  onDeadlineAbort(reason: unknown): void {
-    this.abortWith(reason);
   }
 
   /** The server rejected the request on arrival: it never started. */
@@ -176,7 +167,7 @@ export class OutgoingCall extends LinkedItem implements DeadlineHeaderWriter, Ab
   private detach(): void {
     if (this.abortAction === undefined) return;
     this.abortAction = undefined;
-    unwatchDeadlineAbort(this.deadline, this, this.unsubscribe);
+    this.unsubscribe?.();
     this.unsubscribe = undefined;
     if (this.onCallerAbort !== undefined) this.callerSignal?.removeEventListener('abort', this.onCallerAbort);
     this.onCallerAbort = undefined;

@@ -1,5 +1,4 @@
-import { onDeadlineAbort, unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
-import { LinkedItem } from '../../src/linked-set';
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 
 type Listener = (this: unknown, event: unknown) => void;
 
@@ -18,10 +17,9 @@ function noop(): void {}
  * response body being read) at the cutoff, and nothing outlives the call.
  * Only for undici: fetch insists on a real AbortSignal.
  */
-export class DeadlineSignalView extends LinkedItem implements AbortWatcher {
+export class DeadlineSignalView {
   /** The first listener, which the view itself watches the deadline for. */
   private listener: Listener | undefined;
-  /** How to stop watching a deadline that is not one of ours (ours are watched without a closure). */
   private unsubscribe: (() => void) | undefined;
   /** Any further listeners: undici registers one, so this stays undefined. */
   private more: Map<Listener, () => void> | undefined;
@@ -34,9 +32,7 @@ export class DeadlineSignalView extends LinkedItem implements AbortWatcher {
   constructor(
     private readonly deadline: Deadline,
     private readonly call?: { readonly completed: boolean },
-  ) {
-    super();
-  }
+  ) {}
 
   get aborted(): boolean {
     return this.deadline.aborted;
@@ -52,9 +48,9 @@ export class DeadlineSignalView extends LinkedItem implements AbortWatcher {
     // Registered before watching: a deadline that has already aborted notifies at once.
     if (this.listener === undefined) {
       this.listener = listener;
-      const stop = watchDeadlineAbort(this.deadline, this);
+      const stop = onDeadlineAbort(this.deadline, () => this.onDeadlineAbort());
       if (this.listener === listener) this.unsubscribe = stop;
-      else unwatchDeadlineAbort(this.deadline, this, stop);
+      else stop();
     } else {
       const notify = () => {
         this.forget(listener);
@@ -69,13 +65,13 @@ export class DeadlineSignalView extends LinkedItem implements AbortWatcher {
 
   removeEventListener(type: string, listener: Listener): void {
     if (type !== 'abort') return;
-    if (listener === this.listener) unwatchDeadlineAbort(this.deadline, this, this.unsubscribe);
+    if (listener === this.listener) this.unsubscribe?.();
     else this.more?.get(listener)?.();
     this.forget(listener);
   }
 
-  /** @internal The deadline aborted while the first listener was registered. */
-  onDeadlineAbort(): void {
+  /** The deadline aborted while the first listener was registered. */
+  private onDeadlineAbort(): void {
     const listener = this.listener;
     if (listener === undefined) return;
     this.forget(listener);

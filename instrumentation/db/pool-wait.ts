@@ -1,5 +1,4 @@
-import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
-import { LinkedItem } from '../../src/linked-set';
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { errorForAbort } from '../../src/errors';
 
 /**
@@ -7,10 +6,9 @@ import { errorForAbort } from '../../src/errors';
  * active deadline: it counts against the budget. At the cutoff the waiter
  * leaves the pool's queue and the caller gets DeadlineExceededError (or
  * DeadlineCancelledError); a connection that arrives for it later goes back
- * to the pool, never to a caller that is gone. The wait is its own abort
- * watcher: one object per wait, no closures besides the pool's callback.
+ * to the pool, never to a caller that is gone.
  */
-export abstract class PoolWait<Pool> extends LinkedItem implements AbortWatcher {
+export abstract class PoolWait<Pool> {
   private settled = false;
   private stop: (() => void) | undefined = undefined;
   private pool: Pool | undefined = undefined;
@@ -20,9 +18,7 @@ export abstract class PoolWait<Pool> extends LinkedItem implements AbortWatcher 
   constructor(
     protected readonly deadline: Deadline,
     private readonly operation: string,
-  ) {
-    super();
-  }
+  ) {}
 
   /**
    * Asks the pool for a connection (`request.call(pool, onAnswer)`) and,
@@ -35,22 +31,22 @@ export abstract class PoolWait<Pool> extends LinkedItem implements AbortWatcher 
       this.pool = pool;
       this.waiter = this.lastQueued(pool);
     }
-    if (!this.settled) this.stop = watchDeadlineAbort(this.deadline, this);
+    if (!this.settled) this.stop = onDeadlineAbort(this.deadline, (reason) => this.onDeadlineAbort(reason));
   }
 
   /** The pool answered: true if the answer is for the caller, false if the caller left at the cutoff. */
   claim(): boolean {
     if (this.settled) return false;
     this.settled = true;
-    unwatchDeadlineAbort(this.deadline, this, this.stop);
+    this.stop?.();
     this.stop = undefined;
     return true;
   }
 
-  onDeadlineAbort(reason: unknown): void {
+  private onDeadlineAbort(reason: unknown): void {
     if (this.settled) return;
     this.settled = true;
-    unwatchDeadlineAbort(this.deadline, this, this.stop);
+    this.stop?.();
     this.stop = undefined;
     if (this.pool !== undefined) this.leaveQueue(this.pool);
     this.fail(errorForAbort(reason, this.operation, this.deadline.expiresAtMs));

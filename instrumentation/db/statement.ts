@@ -1,6 +1,5 @@
 import { SpanKind, SpanStatusCode, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
-import type { Linked, LinkedSet } from '../../src/linked-set';
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { abortCodeOf, describeAbortReason, DeadlineExceededError, errorForAbort } from '../../src/errors';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME, type DeadlineOutcome } from '../../src/attributes';
 import { ATTR_DEADLINE_WOULD_ABORT, ATTR_DEADLINE_WOULD_REJECT } from '../names';
@@ -31,18 +30,9 @@ export interface CutoffHandler {
  * awaited after the scope ended is still cut at the cutoff. It writes the
  * outcome on the driver's span (instrumentation-pg, -mysql2, -ioredis) when
  * one was shown to it, or on a CLIENT span of its own.
- *
- * It runs on every guarded statement, so the success path allocates nothing
- * it can do without: the guard is its own abort watcher, its error names and
- * its read/write class are worked out only at a cutoff. It declares its set
- * links itself rather than extend LinkedItem: one class level less to
- * construct per statement, which TurboFan, out of inlining budget in a
- * driver's wrapper, otherwise builds through the generic construct stub.
+
  */
-export class DbStatement implements AbortWatcher, Linked {
-  linkedIn: LinkedSet<Linked> | undefined = undefined;
-  linkPrev: Linked | undefined = undefined;
-  linkNext: Linked | undefined = undefined;
+export class DbStatement {
   readonly deadline: Deadline;
   readonly observe: boolean;
   private readonly baseOperation: string;
@@ -62,7 +52,7 @@ export class DbStatement implements AbortWatcher, Linked {
   private span: Span | undefined = undefined;
   private ownSpan = false;
   private handler: CutoffHandler | undefined = undefined;
-  /** Set while armed on a deadline that is not one of ours (ours are watched without a closure). */
+  /** Set while armed. */
   private unsubscribe: (() => void) | undefined = undefined;
   private attributes: Record<string, string | boolean> | undefined = undefined;
 
@@ -115,14 +105,14 @@ export class DbStatement implements AbortWatcher, Linked {
   arm(handler: CutoffHandler): void {
     if (this.settled) return;
     this.handler = handler;
-    const stop = watchDeadlineAbort(this.deadline, this);
-    // A foreign deadline that had already aborted called us back before returning `stop`.
-    if (this.handler === undefined) stop?.();
+    const stop = onDeadlineAbort(this.deadline, (reason) => this.onDeadlineAbort(reason));
+    // A deadline that had already aborted called us back before returning `stop`.
+    if (this.handler === undefined) stop();
     else this.unsubscribe = stop;
   }
 
-  /** @internal The deadline aborted while the statement was armed. */
-  onDeadlineAbort(reason: unknown): void {
+  /** The deadline aborted while the statement was armed. */
+  private onDeadlineAbort(reason: unknown): void {
     if (this.settled || this.reason !== undefined) return;
     if (this.observe) return this.record(WOULD_ABORT);
     this.reason = reason ?? new DeadlineExceededError(this.operation, this.deadline.expiresAtMs);
@@ -134,7 +124,7 @@ export class DbStatement implements AbortWatcher, Linked {
   private disarm(): void {
     if (this.handler === undefined) return;
     this.handler = undefined;
-    unwatchDeadlineAbort(this.deadline, this, this.unsubscribe);
+    this.unsubscribe?.();
     this.unsubscribe = undefined;
   }
 

@@ -1,6 +1,5 @@
 import { SpanKind, type Span } from '@opentelemetry/api';
-import { unwatchDeadlineAbort, watchDeadlineAbort, type AbortWatcher, type Deadline } from '../../src/deadline';
-import { LinkedItem } from '../../src/linked-set';
+import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason } from '../../src/errors';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import { errorFromClaim } from '../call/reject-claim';
@@ -63,11 +62,10 @@ export interface ClientGuardInit {
  * clamped to) carries our error as `cause` and our brand, so the caller's
  * error satisfies `isDeadlineError`.
  */
-export class GuardedCall extends LinkedItem implements ChannelCall, CallListener, AbortWatcher {
+export class GuardedCall implements ChannelCall, CallListener {
   private listener: CallListener | undefined;
-  /** True while this call watches its deadline (it is its own watcher: nothing allocated per call). */
+  /** True while this call watches its deadline. */
   private watching = false;
-  /** How to stop watching a deadline that is not one of ours (through its signal). */
   private stopWatching: (() => void) | undefined;
   private ended = false;
   private reason: unknown = NONE;
@@ -76,9 +74,7 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
   constructor(
     private readonly call: ChannelCall,
     private readonly init: ClientGuardInit,
-  ) {
-    super();
-  }
+  ) {}
 
   start(metadata: GrpcMetadata, listener: CallListener): void {
     this.listener = listener;
@@ -89,7 +85,7 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
     // After start: a cancel needs a started call. Runs at once if already aborted.
     if (!this.ended) {
       this.watching = true;
-      this.stopWatching = watchDeadlineAbort(this.init.deadline, this);
+      this.stopWatching = onDeadlineAbort(this.init.deadline, (reason) => this.onDeadlineAbort(reason));
     }
     if (this.ended) this.detach();
   }
@@ -169,8 +165,7 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
     return abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(this.operation, reason) : reason;
   }
 
-  /** @internal Called by the deadline when it aborts (AbortWatcher). */
-  onDeadlineAbort(reason: unknown): void {
+  private onDeadlineAbort(reason: unknown): void {
     if (this.ended) return;
     if (this.init.observe) {
       this.record({ [ATTR_DEADLINE_WOULD_ABORT]: true });
@@ -219,7 +214,7 @@ export class GuardedCall extends LinkedItem implements ChannelCall, CallListener
   private detach(): void {
     if (!this.watching) return;
     this.watching = false;
-    unwatchDeadlineAbort(this.init.deadline, this, this.stopWatching);
+    this.stopWatching?.();
     this.stopWatching = undefined;
   }
 

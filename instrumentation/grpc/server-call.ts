@@ -1,6 +1,6 @@
 import { errorMonitor } from 'node:events';
 import { SpanKind, type Span } from '@opentelemetry/api';
-import type { DeadlineNode } from '../../src/deadline';
+import type { DeadlineNode } from '../../src/deadline-node';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason } from '../../src/errors';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import { ATTR_DEADLINE_WOULD_ABORT } from '../names';

@@ -2,7 +2,8 @@ import type { IncomingMessage } from 'node:http';
 import { defaultTextMapGetter, type TextMapGetter } from '@opentelemetry/api';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
-import type { DeadlineNode, DeadlineSource } from '../../src/deadline';
+import type { DeadlineSource } from '../../src/deadline';
+import type { DeadlineNode } from '../../src/deadline-node';
 import { monotonicNow } from '../../src/time';
 import type { ResolvedConfig } from '../config';
 

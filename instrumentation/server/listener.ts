@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { context, SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
 import { getRPCMetadata, RPCType } from '@opentelemetry/core';
 import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
-import { DeadlineNode } from '../../src/deadline';
+import { DeadlineNode } from '../../src/deadline-node';
 import { abortCodeOf, DeadlineCancelledError } from '../../src/errors';
 import type { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
 import {

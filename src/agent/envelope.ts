@@ -1,6 +1,7 @@
 import { context, isSpanContextValid, SpanKind, trace, TraceFlags, type Context } from '@opentelemetry/api';
 import { getDeadline, setDeadline } from '../context';
-import { DeadlineNode, type Deadline, type ManagedDeadline } from '../deadline';
+import type { Deadline, ManagedDeadline } from '../deadline';
+import { DeadlineNode } from '../deadline-node';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../errors';
 import { endRefusedSpan, TRACER_NAME } from '../open';
 import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { getDeadline, setDeadline } from '../context';
-import { openDeadlineUnder, type Deadline, type ManagedDeadline } from '../deadline';
+import type { Deadline, ManagedDeadline } from '../deadline';
 import {
   abortCodeOf,
   DeadlineCancelledError,
@@ -9,7 +9,7 @@ import {
   describeAbortReason,
   InsufficientBudgetError,
 } from '../errors';
-import { endRefusedSpan, isRefusal, TRACER_NAME } from '../open';
+import { endRefusedSpan, isRefusal, openDeadlineUnder, TRACER_NAME } from '../open';
 import { checkContextManager } from '../context-check';
 import { checkDuration } from '../time';
 import {

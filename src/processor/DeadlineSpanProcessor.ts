@@ -1,6 +1,7 @@
 import { SpanKind, SpanStatusCode, trace, type Attributes, type Context, type MeterProvider } from '@opentelemetry/api';
 import { deadlineIn } from '../context';
-import { DeadlineNode, type Deadline } from '../deadline';
+import type { Deadline } from '../deadline';
+import { DeadlineNode } from '../deadline-node';
 import { abortCodeOf, describeAbortReason } from '../errors';
 import { checkDuration, monotonicNow } from '../time';
 import {

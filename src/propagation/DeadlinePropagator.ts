@@ -9,7 +9,7 @@ import {
 } from '@opentelemetry/api';
 import { isTracingSuppressed, W3CBaggagePropagator } from '@opentelemetry/core';
 import { getDeadline, isDeadlineOffWire, isDeadlineOnlyBaggage, isWritingDeadlineHeaders, setDeadline } from '../context';
-import { DeadlineNode } from '../deadline';
+import { DeadlineNode } from '../deadline-node';
 import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
 import {
   BAGGAGE_DEADLINE_KEY,
