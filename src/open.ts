@@ -3,7 +3,7 @@ import type { Deadline, DeadlineOptions, ManagedDeadline } from './deadline';
 import { cutoffOf, DeadlineNode } from './deadline-node';
 import { getDeadline, setDeadline } from './context';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError, isDeadlineError } from './errors';
-import { checkBudget, checkDuration, checkEpoch, epochToMonotonic, MAX_DEADLINE_MS, minCutoff, monotonicNow } from './time';
+import { checkBudget, checkDuration, checkEpoch, MAX_DEADLINE_MS, minCutoff, monotonicNow } from './time';
 import { ATTR_DEADLINE_OUTCOME } from './attributes';
 import { checkContextManager } from './context-check';
 
@@ -85,7 +85,7 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
     if (ownExpiresAt - nowEpoch > MAX_DEADLINE_MS) {
       throw new RangeError(`expiresAtMs must be at most ${MAX_DEADLINE_MS} ms (100 days) from now, got ${ownExpiresAt - nowEpoch} ms from now`);
     }
-    ownCutoff = epochToMonotonic(ownExpiresAt, nowEpoch, nowMono);
+    ownCutoff = nowMono + (ownExpiresAt - nowEpoch);
     budgetMs = ownExpiresAt - nowEpoch;
   }
 

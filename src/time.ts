@@ -6,7 +6,7 @@
  */
 
 /** setTimeout's ceiling. Node fires larger delays after ~1 ms, so never pass one through. */
-export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 
 /**
  * The longest deadline this package accepts: 100 days. Longer budgets are
@@ -28,8 +28,8 @@ export function minCutoff(a: number, b: number): number {
   return a < b ? a : b;
 }
 
-export function remainingUntil(cutoffMono: number, nowMono: number = monotonicNow()): number {
-  const left = cutoffMono - nowMono;
+export function remainingUntil(cutoffMono: number): number {
+  const left = cutoffMono - monotonicNow();
   return left > 0 ? left : 0;
 }
 
@@ -39,29 +39,21 @@ export function safeTimerDelay(remainingMs: number): number {
   return remainingMs > MAX_TIMER_DELAY_MS ? MAX_TIMER_DELAY_MS : Math.ceil(remainingMs);
 }
 
-/** Converts an epoch-ms wall-clock instant to a monotonic cutoff, as seen now. */
-export function epochToMonotonic(epochMs: number, nowEpoch: number = Date.now(), nowMono: number = monotonicNow()): number {
-  return nowMono + (epochMs - nowEpoch);
+/** A finite, non-negative number; `what` names the unit in the type error. */
+function checkNonNegative(name: string, value: unknown, what: string): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be ${what}, got ${value === null ? 'null' : typeof value}`);
+  if (Number.isNaN(value)) throw new RangeError(`${name} must not be NaN`);
+  if (!Number.isFinite(value)) throw new RangeError(`${name} must be finite, got ${value}`);
+  if (value < 0) throw new RangeError(`${name} must not be negative, got ${value}`);
+  return value;
 }
 
 export function checkDuration(name: string, value: unknown): number {
-  if (typeof value !== 'number') {
-    throw new TypeError(`${name} must be a number, got ${value === null ? 'null' : typeof value}`);
-  }
-  if (Number.isNaN(value)) throw new RangeError(`${name} must not be NaN`);
-  if (!Number.isFinite(value)) throw new RangeError(`${name} must be finite, got ${value}`);
-  if (value < 0) throw new RangeError(`${name} must not be negative, got ${value}`);
-  return value;
+  return checkNonNegative(name, value, 'a number');
 }
 
 export function checkEpoch(name: string, value: unknown): number {
-  if (typeof value !== 'number') {
-    throw new TypeError(`${name} must be a number of epoch milliseconds, got ${value === null ? 'null' : typeof value}`);
-  }
-  if (Number.isNaN(value)) throw new RangeError(`${name} must not be NaN`);
-  if (!Number.isFinite(value)) throw new RangeError(`${name} must be finite, got ${value}`);
-  if (value < 0) throw new RangeError(`${name} must not be negative, got ${value}`);
-  return value;
+  return checkNonNegative(name, value, 'a number of epoch milliseconds');
 }
 
 /** A budget: a duration no longer than MAX_DEADLINE_MS. */
