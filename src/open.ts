@@ -1,7 +1,9 @@
 import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
-import { openDeadlineUnder, type Deadline, type DeadlineOptions, type ManagedDeadline } from './deadline';
+import type { Deadline, DeadlineOptions, ManagedDeadline } from './deadline';
+import { cutoffOf, DeadlineNode } from './deadline-node';
 import { getDeadline, setDeadline } from './context';
-import { abortCodeOf, isDeadlineError } from './errors';
+import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError, isDeadlineError } from './errors';
+import { checkBudget, checkDuration, checkEpoch, MAX_DEADLINE_MS, minCutoff, monotonicNow } from './time';
 import { ATTR_DEADLINE_OUTCOME } from './attributes';
 import { checkContextManager } from './context-check';
 
@@ -13,6 +15,113 @@ export const TRACER_NAME = 'otel-deadline';
  */
 export function openDeadline(options: DeadlineOptions): ManagedDeadline {
   return openDeadlineUnder(parentFor(options), options);
+}
+
+function checkOperation(operation: unknown): string {
+  if (typeof operation !== 'string' || operation.length === 0) {
+    throw new TypeError('operation must be a non-empty string');
+  }
+  return operation;
+}
+
+function checkParent(parent: unknown): Deadline | undefined {
+  if (parent === undefined || parent === null) return undefined;
+  const candidate = parent as Partial<Deadline>;
+  if (typeof candidate.expiresAtMs !== 'number' || typeof candidate.remainingMs !== 'function') {
+    throw new TypeError('parent must be a Deadline, null or undefined');
+  }
+  return parent as Deadline;
+}
+
+function checkSignal(signal: unknown): AbortSignal | undefined {
+  if (signal === undefined) return undefined;
+  if (!(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+  return signal;
+}
+
+function refusalFromParent(operation: string, expiresAtMs: number, reason: unknown): Error {
+  return reason instanceof DeadlineExceededError
+    ? new DeadlineExceededError(operation, expiresAtMs, { cause: reason })
+    : new DeadlineCancelledError(operation, reason);
+}
+
+/**
+ * Validates options and opens a deadline under `parent` (undefined: a root).
+ * Refusals are thrown before anything is allocated: an aborted parent or
+ * signal, a cutoff already passed, or too little usable time.
+ * `keepBeforeParentMs` ends the new deadline at least that long before its
+ * parent's cutoff (withAdmission's reserve), computed from the one clock read
+ * the rest of the opening uses.
+ */
+export function openDeadlineUnder(parentInput: Deadline | null | undefined, options: DeadlineOptions, keepBeforeParentMs = 0): DeadlineNode {
+  if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  const operation = checkOperation(options.operation);
+  const hasTimeout = options.timeoutMs !== undefined;
+  const hasExpiry = options.expiresAtMs !== undefined;
+  if (hasTimeout === hasExpiry) {
+    throw new TypeError(`give exactly one of timeoutMs and expiresAtMs (got ${hasTimeout ? 'both' : 'neither'})`);
+  }
+  const parent = checkParent(parentInput);
+  const signal = checkSignal(options.signal);
+  const minUsefulMs = options.minUsefulMs === undefined ? 0 : checkDuration('minUsefulMs', options.minUsefulMs);
+  const reserveMs = options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs);
+
+  // The two clocks are read in the order that keeps a pause between the reads on the safe side: for
+  // a timeout the wall clock first, so the cutoff sent on the wire (expiresAtMs) is never later than
+  // the one enforced here; for an absolute expiresAtMs the monotonic clock first, so the cutoff
+  // enforced here is never later than the one asked for.
+  const earlyEpoch = hasTimeout ? Date.now() : 0;
+  const nowMono = monotonicNow();
+  const nowEpoch = hasTimeout ? earlyEpoch : Date.now();
+  let ownCutoff: number;
+  let ownExpiresAt: number;
+  let budgetMs: number;
+  if (hasTimeout) {
+    budgetMs = checkBudget('timeoutMs', options.timeoutMs);
+    ownCutoff = nowMono + budgetMs;
+    ownExpiresAt = nowEpoch + budgetMs;
+  } else {
+    ownExpiresAt = checkEpoch('expiresAtMs', options.expiresAtMs);
+    if (ownExpiresAt - nowEpoch > MAX_DEADLINE_MS) {
+      throw new RangeError(`expiresAtMs must be at most ${MAX_DEADLINE_MS} ms (100 days) from now, got ${ownExpiresAt - nowEpoch} ms from now`);
+    }
+    ownCutoff = nowMono + (ownExpiresAt - nowEpoch);
+    budgetMs = ownExpiresAt - nowEpoch;
+  }
+
+  let cutoffMono = ownCutoff;
+  let expiresAtMs = ownExpiresAt;
+  let keptBack = false;
+  if (parent !== undefined) {
+    // keepBeforeParentMs: the parent's cutoff less a reserve, on the same clock read as everything else here.
+    const parentCutoff = cutoffOf(parent, nowMono) - keepBeforeParentMs;
+    cutoffMono = minCutoff(ownCutoff, parentCutoff);
+    keptBack = cutoffMono === parentCutoff && keepBeforeParentMs > 0;
+    if (cutoffMono === parentCutoff) expiresAtMs = parent.expiresAtMs - keepBeforeParentMs;
+    budgetMs = parent.budgetMs;
+    if (parent.aborted) throw refusalFromParent(operation, expiresAtMs, parent.abortReason);
+  }
+  if (signal?.aborted) throw new DeadlineCancelledError(operation, signal.reason);
+
+  const remaining = cutoffMono - nowMono;
+  if (keptBack && remaining <= 0 && remaining + keepBeforeParentMs > 0) {
+    // The parent is still running: only the reserve kept before it is left.
+    throw new InsufficientBudgetError(operation, minUsefulMs + keepBeforeParentMs, remaining + keepBeforeParentMs);
+  }
+  if (remaining <= 0) throw new DeadlineExceededError(operation, expiresAtMs);
+  if (remaining - reserveMs < minUsefulMs) {
+    throw new InsufficientBudgetError(operation, minUsefulMs + reserveMs, remaining);
+  }
+
+  return new DeadlineNode({
+    operation,
+    cutoffMono,
+    expiresAtMs,
+    source: 'local',
+    budgetMs: budgetMs > 0 ? budgetMs : 0,
+    parent,
+    signal,
+  });
 }
 
 /** The parent `options` name, or the deadline active in OTel context when they name none. */

@@ -6,7 +6,7 @@
  */
 
 /** setTimeout's ceiling. Node fires larger delays after ~1 ms, so never pass one through. */
-export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 
 /**
  * The longest deadline this package accepts: 100 days. Longer budgets are
@@ -18,32 +18,9 @@ export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
  */
 export const MAX_DEADLINE_MS = 100 * 24 * 60 * 60 * 1000;
 
-/**
- * The `performance` object the monotonic clock is read from, held here rather
- * than read as a global on every call. Node defines the global `performance`
- * as an accessor that stays one, so each read of it is a getter call (about
- * 200 instructions of a clock read on Node 20, and a request reads the clock
- * some twenty times). It is looked up again by every read that opens a
- * deadline (`monotonicNowForOpening`), so a fake-timer library that swaps the
- * global (Vitest's and Jest's do by default) governs every deadline opened
- * after it is installed, as it would if the global were read each time; a spy
- * on `performance.now` works either way, since it changes the same object.
- */
-let clock: { now(): number } = globalThis.performance;
-
 /** The monotonic clock, in milliseconds. */
 export function monotonicNow(): number {
-  return clock.now();
-}
-
-/**
- * The monotonic clock for a read that opens a deadline (the cutoff of a new
- * deadline is computed from it), after looking up the global `performance`
- * again: one getter call per deadline opened rather than per clock read.
- */
-export function monotonicNowForOpening(): number {
-  clock = globalThis.performance;
-  return clock.now();
+  return performance.now();
 }
 
 /** The earlier of two cutoffs; a child is always the min of its own and its parent's. */
@@ -51,8 +28,8 @@ export function minCutoff(a: number, b: number): number {
   return a < b ? a : b;
 }
 
-export function remainingUntil(cutoffMono: number, nowMono: number = monotonicNow()): number {
-  const left = cutoffMono - nowMono;
+export function remainingUntil(cutoffMono: number): number {
+  const left = cutoffMono - monotonicNow();
   return left > 0 ? left : 0;
 }
 
@@ -62,29 +39,21 @@ export function safeTimerDelay(remainingMs: number): number {
   return remainingMs > MAX_TIMER_DELAY_MS ? MAX_TIMER_DELAY_MS : Math.ceil(remainingMs);
 }
 
-/** Converts an epoch-ms wall-clock instant to a monotonic cutoff, as seen now. */
-export function epochToMonotonic(epochMs: number, nowEpoch: number = Date.now(), nowMono: number = monotonicNow()): number {
-  return nowMono + (epochMs - nowEpoch);
+/** A finite, non-negative number; `what` names the unit in the type error. */
+function checkNonNegative(name: string, value: unknown, what: string): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be ${what}, got ${value === null ? 'null' : typeof value}`);
+  if (Number.isNaN(value)) throw new RangeError(`${name} must not be NaN`);
+  if (!Number.isFinite(value)) throw new RangeError(`${name} must be finite, got ${value}`);
+  if (value < 0) throw new RangeError(`${name} must not be negative, got ${value}`);
+  return value;
 }
 
 export function checkDuration(name: string, value: unknown): number {
-  if (typeof value !== 'number') {
-    throw new TypeError(`${name} must be a number, got ${value === null ? 'null' : typeof value}`);
-  }
-  if (Number.isNaN(value)) throw new RangeError(`${name} must not be NaN`);
-  if (!Number.isFinite(value)) throw new RangeError(`${name} must be finite, got ${value}`);
-  if (value < 0) throw new RangeError(`${name} must not be negative, got ${value}`);
-  return value;
+  return checkNonNegative(name, value, 'a number');
 }
 
 export function checkEpoch(name: string, value: unknown): number {
-  if (typeof value !== 'number') {
-    throw new TypeError(`${name} must be a number of epoch milliseconds, got ${value === null ? 'null' : typeof value}`);
-  }
-  if (Number.isNaN(value)) throw new RangeError(`${name} must not be NaN`);
-  if (!Number.isFinite(value)) throw new RangeError(`${name} must be finite, got ${value}`);
-  if (value < 0) throw new RangeError(`${name} must not be negative, got ${value}`);
-  return value;
+  return checkNonNegative(name, value, 'a number of epoch milliseconds');
 }
 
 /** A budget: a duration no longer than MAX_DEADLINE_MS. */

@@ -1,7 +1,8 @@
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { DeadlineCancelledError, DeadlineExceededError, openDeadline, type ManagedDeadline } from '../src';
-import { DeadlineNode, onDeadlineAbort } from '../src/deadline';
+import { onDeadlineAbort } from '../src/deadline';
+import { DeadlineNode } from '../src/deadline-node';
 import { aborted, sleep } from './helpers/otel';
 import { watchTimers } from './helpers/timers';
 

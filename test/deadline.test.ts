@@ -7,7 +7,8 @@ import {
   openDeadline,
   type ManagedDeadline,
 } from '../src';
-import { onDeadlineAbort, type AbortWatcher, type DeadlineNode } from '../src/deadline';
+import { onDeadlineAbort } from '../src/deadline';
+import type { DeadlineNode } from '../src/deadline-node';
 import { mayStart, refusalAt, refusalFor } from '../instrumentation/call/budget';
 import { untilPassed } from './helpers/clock';
 import { aborted, sleep } from './helpers/otel';
@@ -329,7 +330,7 @@ describe('timers and listeners', () => {
   });
 });
 
-describe('onDeadlineAbort (the light subscription transports use)', () => {
+describe('onDeadlineAbort (the one way to be told of an abort)', () => {
   it('tells a subscriber once, with the ancestor reason, without creating an AbortController', () => {
     const RealController = globalThis.AbortController;
     let created = 0;
@@ -394,51 +395,21 @@ describe('onDeadlineAbort (the light subscription transports use)', () => {
   });
 });
 
-describe('watchAbort and leftBeforeAbort (what database guards use on every statement)', () => {
-  function watcher(): AbortWatcher & { seen: unknown[] } {
-    const seen: unknown[] = [];
-    return { seen, linkedIn: undefined, linkPrev: undefined, linkNext: undefined, onDeadlineAbort: (reason) => seen.push(reason) };
-  }
-
-  it('tells a watcher once, with the ancestor reason; an unwatched one is not told and holds nothing', () => {
-    const root = openDeadline({ operation: 'root', timeoutMs: 10_000, parent: null });
-    const child = root.child('call', 10_000) as DeadlineNode;
-    const told = watcher();
-    const left = watcher();
-    child.watchAbort(told);
-    child.watchAbort(left);
-    expect(child.subscriberCount).toBe(2);
-    child.unwatchAbort(left);
-    (root as unknown as { abort(reason: unknown): void }).abort('gone');
-    expect(told.seen).toEqual(['gone']);
-    expect(left.seen).toEqual([]);
-    disposeAll(child, root);
-  });
-
-  it('keeps a disposed deadline armed while watched, and releases it at unwatchAbort', () => {
+describe('subscriptions and leftBeforeAbort (what the guards use on every call)', () => {
+  it('keeps a disposed deadline armed while subscribed, and releases it at the last unsubscribe', () => {
     const d = openDeadline({ operation: 'scope', timeoutMs: 10_000, parent: null }) as DeadlineNode;
-    const w = watcher();
+    const listener = () => {};
     expect(d.leftBeforeAbort()).toBeGreaterThan(0);
-    d.watchAbort(w);
+    // The same listener twice is two holds.
+    const first = onDeadlineAbort(d, listener);
+    const second = onDeadlineAbort(d, listener);
+    expect(d.subscriberCount).toBe(2);
     d.dispose();
+    first();
     expect(d.isArmed).toBe(true);
-    d.unwatchAbort(w);
+    second();
     expect(d.subscriberCount).toBe(0);
     expect(d.isArmed).toBe(false);
-  });
-
-  it('fires at the cutoff, and at once for a deadline already aborted', async () => {
-    const d = openDeadline({ operation: 'short', timeoutMs: 20, parent: null }) as DeadlineNode;
-    const w = watcher();
-    d.watchAbort(w);
-    await untilPassed(d);
-    await aborted(d.signal);
-    expect(w.seen).toHaveLength(1);
-    expect(w.seen[0]).toBeInstanceOf(DeadlineExceededError);
-    const late = watcher();
-    d.watchAbort(late);
-    expect(late.seen).toEqual(w.seen);
-    d.dispose();
   });
 
   it('leftBeforeAbort reads the clock once and sees a cutoff no timer has reported yet', () => {
@@ -485,9 +456,8 @@ describe('watchAbort and leftBeforeAbort (what database guards use on every stat
 });
 
 describe('the clock a deadline reads', () => {
-  // The package holds the `performance` object instead of reading Node's accessor global on every
-  // clock read, and looks it up again each time it opens a deadline: fake timers installed before
-  // a deadline is opened must govern it, as they did when the global was read on every call.
+  // The package reads the global `performance` on every clock read: fake timers installed before
+  // a deadline is opened govern it.
   it('follows fake timers that replace the global performance, installed before the deadline opens', () => {
     const realPerformance = globalThis.performance;
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] });

@@ -254,7 +254,7 @@ describe('lateness', () => {
     await provider.shutdown();
   });
 
-  it('works on span objects that take no new properties (kept aside in that case)', async () => {
+  it('works on span objects that take no new properties', async () => {
     // A processor ahead of ours seals every span against new properties; the SDK itself only writes existing ones.
     const sealing = { onStart: (span: object) => void Object.preventExtensions(span), onEnd() {}, forceFlush: async () => {}, shutdown: async () => {} };
     const exporter = new InMemorySpanExporter();
@@ -442,14 +442,13 @@ describe('how the attributes are written', () => {
     await close();
   });
 
-  it('counts what it writes directly, so the SDK reports nothing dropped when everything fits', async () => {
+  it('leaves the SDK reporting nothing dropped when everything fits', async () => {
     const { tracer, ctx, finished, close } = isolated({ limits: { attributeCountLimit: 40 } });
     const span = tracer.startSpan('roomy', { attributes: ownAttributes(20) }, ctx);
     span.end();
     const roomy = finished('roomy');
     expect(Object.keys(roomy.attributes)).toHaveLength(28);
     expect(roomy.droppedAttributesCount).toBe(0);
-    expect((span as unknown as { _attributesCount: number })._attributesCount).toBe(28);
     await close();
   });
 
@@ -459,23 +458,6 @@ describe('how the attributes are written', () => {
     const a = finished('cut').attributes;
     expect(a['deadline.operation']).toBe('a-long');
     expect(a['deadline.outcome']).toBe('comple');
-    await close();
-  });
-
-  it('leaves the attribute map of an http-sized span a fast V8 object', async () => {
-    setFlagsFromString('--allow-natives-syntax');
-    // Compiled after the flag is set; V8 then accepts the intrinsic.
-    const hasFastProperties = new Function('o', 'return %HasFastProperties(o)') as (o: object) => boolean;
-    const { tracer, ctx, finished, close } = isolated();
-    // Like an undici client span: a dozen attributes of its own, some added after it started.
-    const span = tracer.startSpan('client', { kind: SpanKind.CLIENT, attributes: ownAttributes(9) }, ctx);
-    span.setAttributes({ 'http.response.status_code': 200, 'http.late.a': 1, 'http.late.b': 2 });
-    const before = hasFastProperties((span as unknown as { attributes: object }).attributes);
-    span.end();
-    const a = finished('client').attributes;
-    expect(Object.keys(a).filter((k) => k.startsWith('deadline.'))).toHaveLength(8);
-    expect(before).toBe(true);
-    expect(hasFastProperties(a)).toBe(true);
     await close();
   });
 });

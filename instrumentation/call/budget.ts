@@ -1,4 +1,5 @@
-import { DeadlineNode, type Deadline } from '../../src/deadline';
+import type { Deadline } from '../../src/deadline';
+import { DeadlineNode } from '../../src/deadline-node';
 import { DeadlineExceededError, errorForAbort, InsufficientBudgetError } from '../../src/errors';
 
 /** Whether a call may start under a deadline: shared by every transport's guard. */

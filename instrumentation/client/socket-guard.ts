@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net';
-import { DeadlineNode, type Deadline } from '../../src/deadline';
+import type { Deadline } from '../../src/deadline';
+import { DeadlineNode } from '../../src/deadline-node';
 
 /**
  * The last look at the clock before a guarded request's first bytes go to

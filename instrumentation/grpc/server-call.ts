@@ -1,6 +1,6 @@
 import { errorMonitor } from 'node:events';
 import { SpanKind, type Span } from '@opentelemetry/api';
-import type { DeadlineNode } from '../../src/deadline';
+import type { DeadlineNode } from '../../src/deadline-node';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
 import { ATTR_DEADLINE_WOULD_ABORT, HEADER_DEADLINE_EXPIRED } from '../names';
 import { callerGone } from '../server/admission';

@@ -1,7 +1,7 @@
 import { context, propagation, SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
-import { DeadlineNode } from '../../src/deadline';
+import { DeadlineNode } from '../../src/deadline-node';
 import type { ResolvedConfig } from '../config';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
 import { admit, REFUSED, type ServerHost } from '../server/admission';

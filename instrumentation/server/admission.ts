@@ -1,8 +1,9 @@
 import { SpanStatusCode, type Span, type TextMapGetter } from '@opentelemetry/api';
-import { DeadlineNode, type DeadlineSource, type NodeInit } from '../../src/deadline';
+import type { DeadlineSource } from '../../src/deadline';
+import { DeadlineNode, type NodeInit } from '../../src/deadline-node';
 import { abortCodeOf, describeAbortReason } from '../../src/errors';
 import type { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
-import { monotonicNowForOpening } from '../../src/time';
+import { monotonicNow } from '../../src/time';
 import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import type { RejectClaim } from '../call/reject-claim';
 import type { ResolvedConfig } from '../config';
@@ -41,7 +42,7 @@ type Budget = Omit<NodeInit, 'operation'>;
  */
 function fromNow(ms: number, source: DeadlineSource, wireSkewMs: number | undefined): Budget {
   const expiresAtMs = Date.now() + ms;
-  return { budgetMs: ms, cutoffMono: monotonicNowForOpening() + ms, expiresAtMs, source, wireSkewMs };
+  return { budgetMs: ms, cutoffMono: monotonicNow() + ms, expiresAtMs, source, wireSkewMs };
 }
 
 /**
@@ -61,7 +62,7 @@ function budgetOf<Carrier>(settings: ResolvedConfig, propagator: DeadlinePropaga
   const wire = trusted ? propagator.read(arrival.carrier, arrival.getter) : undefined;
   if (wire !== undefined) {
     const { remainingMs, expiresAtMs, wireSkewMs } = wire;
-    return { budgetMs: remainingMs, cutoffMono: monotonicNowForOpening() + remainingMs, expiresAtMs, source: 'remote', wireSkewMs };
+    return { budgetMs: remainingMs, cutoffMono: monotonicNow() + remainingMs, expiresAtMs, source: 'remote', wireSkewMs };
   }
   return settings.defaultTimeoutMs === undefined ? undefined : fromNow(settings.defaultTimeoutMs, 'local', undefined);
 }

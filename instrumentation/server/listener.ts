@@ -3,7 +3,7 @@ import { context, defaultTextMapGetter, type Context } from '@opentelemetry/api'
 import { getRPCMetadata, RPCType } from '@opentelemetry/core';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
-import { DeadlineNode } from '../../src/deadline';
+import { DeadlineNode } from '../../src/deadline-node';
 import { DeadlineCancelledError } from '../../src/errors';
 import { ATTR_DEADLINE_WOULD_ABORT } from '../names';
 import { admit, callerGone, REFUSED, type ServerHost } from './admission';

@@ -1,7 +1,7 @@
 import { context, trace, type Link } from '@opentelemetry/api';
 import { setDeadline } from '../context';
-import { openDeadlineUnder, type Deadline } from '../deadline';
-import { TRACER_NAME } from '../open';
+import type { Deadline } from '../deadline';
+import { openDeadlineUnder, TRACER_NAME } from '../open';
 import { ATTR_DETACHED_FROM_TRACE_ID } from './attributes';
 import { runInSpan } from './span-run';
 

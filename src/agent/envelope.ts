@@ -1,9 +1,10 @@
 import { context, isSpanContextValid, SpanKind, trace, TraceFlags, type Context } from '@opentelemetry/api';
 import { getDeadline, setDeadline } from '../context';
-import { DeadlineNode, type Deadline, type ManagedDeadline } from '../deadline';
+import type { Deadline, ManagedDeadline } from '../deadline';
+import { DeadlineNode } from '../deadline-node';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../errors';
 import { endRefusedSpan, TRACER_NAME } from '../open';
-import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNowForOpening } from '../time';
+import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
 import { runInSpan } from './span-run';
 
 /**
@@ -127,7 +128,7 @@ function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
   // side: the sender's cutoff is measured with the later read (never later than the sender's), a
   // capped budget's cutoff for the wire with the earlier one (never later than the one enforced here).
   const epochBefore = Date.now();
-  const nowMono = monotonicNowForOpening();
+  const nowMono = monotonicNow();
   const nowEpoch = Date.now();
   let remaining = envelope.deadlineAtMs - nowEpoch;
   let expiresAtMs = envelope.deadlineAtMs;

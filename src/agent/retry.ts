@@ -2,9 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { getDeadline, setDeadline } from '../context';
-import { openDeadlineUnder, type Deadline, type ManagedDeadline } from '../deadline';
-import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason, InsufficientBudgetError } from '../errors';
-import { endRefusedSpan, isRefusal, TRACER_NAME } from '../open';
+import type { Deadline, ManagedDeadline } from '../deadline';
+import {
+  abortCodeOf,
+  DeadlineCancelledError,
+  DeadlineExceededError,
+  describeAbortReason,
+  InsufficientBudgetError,
+} from '../errors';
+import { endRefusedSpan, isRefusal, openDeadlineUnder, TRACER_NAME } from '../open';
 import { checkContextManager } from '../context-check';
 import { checkDuration } from '../time';
 import {

@@ -1,6 +1,7 @@
 import { SpanKind, SpanStatusCode, trace, type Attributes, type Context, type MeterProvider } from '@opentelemetry/api';
 import { deadlineIn } from '../context';
-import { DeadlineNode, type Deadline } from '../deadline';
+import type { Deadline } from '../deadline';
+import { DeadlineNode } from '../deadline-node';
 import { abortCodeOf, describeAbortReason } from '../errors';
 import { checkDuration, monotonicNow } from '../time';
 import {
@@ -26,9 +27,8 @@ import {
 } from '../attributes';
 import { lazyInstruments, type DeadlineInstruments } from './metrics';
 import { showStartedSpan } from './started-spans';
-import { addSpanStateKey, removeSpanStateKey } from './statement-in-flight';
+import { addSpanStates, removeSpanStates } from './statement-in-flight';
 import type { ProcessedSpan, SdkSpanProcessor } from './sdk-types';
-import { countAdded, directAttributes, type AttributeMap } from './direct-attributes';
 import { judgeStop } from './stop-rule';
 
 export interface DeadlineSpanProcessorConfig {
@@ -86,57 +86,23 @@ interface SpanState extends Cutoff {
   finished: boolean;
   /** Budget left when the span started. */
   startRemainingMs: number;
-  /**
-   * The ms left at the start look as a guard's budgetLeft counts them, or 0
-   * when the deadline had expired or aborted by then: what a database command
-   * guard reads instead of the clock (see statement-in-flight.ts).
-   */
-  startBudgetLeftMs: number;
   /** The start attributes are on the span already (see onStart); otherwise they are written with the end ones. */
   startWritten: boolean;
   /** Set by a database command guard whose command this span covers (see statement-in-flight.ts). */
   statementInFlight: boolean;
 }
 
-/** The start attributes; undefined fields are not written. */
-interface StartValues {
-  atMs: number;
-  remainingMs: number;
-  budgetMs: number;
-  source: string;
-  operation: string;
-  wireSkewMs: number | undefined;
-  queueDwellMs: number | undefined;
-}
-
-/** Everything written on a span when it ends; undefined fields are not written. */
-interface EndRecord {
-  /** The start attributes, unless they were set at start. */
-  start?: StartValues;
-  remainingAtEndMs: number;
-  exceeded: boolean;
-  outcome?: string;
-  abortCode?: string;
-  abortReason?: string;
-  violation?: string;
-  stopLagMs?: number;
-}
-
-/** The most attributes one EndRecord holds. */
-const MAX_END_RECORD_KEYS = 15;
-
 /**
- * Histogram attributes of the span kinds whose start is recorded, built once.
- * Only hop entries: a server span (a request arrived) and a consumer span (a
- * job or message was picked up). That is where a budget arrives from upstream,
- * which is what the histogram is for (the alerts in deploy/prometheus read it
+ * Histogram attributes of the span kinds whose start is recorded. Only hop
+ * entries: a server span (a request arrived) and a consumer span (a job or
+ * message was picked up). That is where a budget arrives from upstream, which
+ * is what the histogram is for (the alerts in deploy/prometheus read it
  * there); the budget at a client or internal span start is on the span
- * itself, as `deadline.remaining_ms`. One record per hop instead of one per
- * span saves the SDK's record work on every outgoing call.
+ * itself, as `deadline.remaining_ms`.
  */
 const HOP_ENTRY_ATTRIBUTES: Partial<Record<SpanKind, Attributes>> = {
-  [SpanKind.SERVER]: Object.freeze({ [ATTR_SPAN_KIND]: 'server' }),
-  [SpanKind.CONSUMER]: Object.freeze({ [ATTR_SPAN_KIND]: 'consumer' }),
+  [SpanKind.SERVER]: { [ATTR_SPAN_KIND]: 'server' },
+  [SpanKind.CONSUMER]: { [ATTR_SPAN_KIND]: 'consumer' },
 };
 
 const NO_VIOLATIONS: readonly DeadlineViolation[] = Object.freeze([]);
@@ -161,14 +127,13 @@ function isLaterThan(deadline: Deadline, parent: Cutoff): boolean {
 /*
  * One look at the deadline per span start and per span end: for our own
  * deadlines one clock read, the abort state then found from that read
- * (DeadlineNode#peekAbortReasonAt). Where a clock read is a system call (seen
- * on a KVM guest: 60-320 ns each), the four reads an end used to take cost
- * more than the rest of the processor's work on the span. The look never
- * aborts anything: recording an expiry whose timer has not run yet would call
- * its listeners from inside the SDK's span.start() or span.end(), and a
- * listener that ends the same span (instrumentation-ioredis does, through our
- * command guard) would end and export it twice. Other Deadline
- * implementations are asked through the public interface.
+ * (DeadlineNode#peekAbortReasonAt), so the outcome, the abort code and the
+ * time left agree. The look never aborts anything: recording an expiry whose
+ * timer has not run yet would call its listeners from inside the SDK's
+ * span.start() or span.end(), and a listener that ends the same span
+ * (instrumentation-ioredis does, through our command guard) would end and
+ * export it twice. Other Deadline implementations are asked through the
+ * public interface.
  */
 
 /** The abort reason at the look that found `left` ms to the cutoff; undefined if none. */
@@ -194,31 +159,23 @@ function outcomeAt(deadline: Deadline, abortReason: unknown, left: number): Dead
  * and how it ended, and flags lateness so it can be found in a trace backend
  * with `deadline.late=true`. Ids and timings only: never bodies or arguments.
  *
- * End attributes are written in `onEnding` (sdk-trace-base 2.x and later),
- * and so are the start attributes, with the values taken at start: one write
- * per span, which keeps the SDK's attribute map fast (see
- * direct-attributes.ts). On an SDK without `onEnding` the start attributes are
- * set at start and are all that reaches the span; the metrics are still
- * recorded from `onEnd`.
+ * The end attributes are set in `onEnding` (sdk-trace-base 2.x and later),
+ * while the span can still take them, and so are the start attributes, with
+ * the values taken at start but the operation read then (see startAttributes).
+ * Until an SDK has called `onEnding` once, and on an SDK without it, the start
+ * attributes are set at start and are all that reaches the span; the metrics
+ * are still recorded from `onEnd`.
  */
 export class DeadlineSpanProcessor implements SdkSpanProcessor {
   /**
-   * Where each span started under a deadline keeps its state, for as long as
-   * the span lives: a child that starts after its parent ended can still
-   * compare with its deadline. A property of the span object under a key of
-   * this processor's own rather than a WeakMap: one WeakMap entry per span
-   * made garbage collection cost more than the rest of this processor.
+   * The state of each span started under a deadline, for as long as the span
+   * lives: a child that starts after its parent ended can still compare with
+   * its deadline.
    */
-  private readonly stateKey: symbol = Symbol('otel-deadline.span-state');
-  /** For the rare span object that cannot take a property (frozen by some other SDK). */
-  private readonly sealedSpanStates = new WeakMap<object, SpanState>();
-  /** Whether sealedSpanStates holds anything: spans without state (remote parents, spans under no deadline) then cost no WeakMap look-up. */
-  private anySealed = false;
+  private readonly states = new WeakMap<object, SpanState>();
   private readonly instruments: () => DeadlineInstruments;
   private readonly lateGraceMs: number;
   private readonly stopLagBySpanName: boolean;
-  /** The stop-lag histogram's attributes per span kind and abort code, built once each. */
-  private readonly stopLagAttributes = new Map<string, Attributes>();
   /** Set by the first onEnding call: this SDK ends spans through it. */
   private sdkCallsOnEnding = false;
 
@@ -229,7 +186,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
       throw new TypeError('stopLagBySpanName must be a boolean');
     }
     this.stopLagBySpanName = config.stopLagBySpanName === true;
-    addSpanStateKey(this.stateKey);
+    addSpanStates(this.states);
   }
 
   onStart(span: ProcessedSpan, parentContext: Context): void {
@@ -240,14 +197,11 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const signed = deadline instanceof DeadlineNode ? deadline.cutoffMono - startMono : deadline.remainingMs();
     const remaining = signed > 0 ? signed : 0;
     const abortReason = abortReasonAt(deadline, signed);
-    // Once the SDK has shown it calls onEnding, the start attributes wait for
-    // it and go on the span in one direct write (see direct-attributes.ts).
-    // Before that, and on an SDK without onEnding, they are set now.
     const startWritten = !this.sdkCallsOnEnding;
-    if (startWritten) writeStartAttributes(span, startValues(deadline, remaining));
+    if (startWritten) span.setAttributes(startAttributes(deadline, remaining));
 
     const parentSpan = trace.getSpan(parentContext) as unknown as object | undefined;
-    const parentState = parentSpan === undefined ? undefined : this.stateOf(parentSpan);
+    const parentState = parentSpan === undefined ? undefined : this.states.get(parentSpan);
     // The same deadline as the parent's has the same cutoff: never later.
     const later = parentState !== undefined && parentState.deadline !== deadline && isLaterThan(deadline, parentState);
     let startViolations = NO_VIOLATIONS;
@@ -262,7 +216,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     // consumer runs after its producer span ended by design: that is not lateness.
     const localParent = span.kind !== SpanKind.CONSUMER ? parentState : undefined;
     const cutoffMono = deadline instanceof DeadlineNode ? deadline.cutoffMono : undefined;
-    this.keepState(span, {
+    this.states.set(span, {
       deadline,
       cutoffMono,
       expiresAtMs: deadline.expiresAtMs,
@@ -274,7 +228,6 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
       startViolations,
       finished: false,
       startRemainingMs: remaining,
-      startBudgetLeftMs: abortReason === undefined ? remaining : 0,
       startWritten,
       statementInFlight: false,
     });
@@ -284,13 +237,12 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
 
   onEnding(span: ProcessedSpan): void {
     this.sdkCallsOnEnding = true;
-    const state = this.stateOf(span);
+    const state = this.states.get(span);
     if (state === undefined || state.finished || state.deadline === undefined) return;
     state.finished = true;
     const { deadline } = state;
     state.deadline = undefined;
-    const attributes = span.attributes;
-    const preset = attributes[ATTR_DEADLINE_OUTCOME] as DeadlineOutcome | undefined;
+    const preset = span.attributes[ATTR_DEADLINE_OUTCOME] as DeadlineOutcome | undefined;
     // Signed: negative once the cutoff has passed. The outcome and the abort code below go by the same look.
     const endMono = monotonicNow();
     const left = deadline instanceof DeadlineNode ? deadline.cutoffMono - endMono : deadline.expiresAtMs - Date.now();
@@ -299,39 +251,41 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     // A command guard still in flight when its span ends without an error: the span ends on the reply.
     const outcome = preset ?? (state.statementInFlight && !endedWithError(span) ? 'completed' : outcomeAt(deadline, abortReason, left));
     const remainingAtEnd = deadline instanceof DeadlineNode ? Math.max(0, left) : deadline.remainingMs();
-    const record: EndRecord = { remainingAtEndMs: Math.floor(remainingAtEnd), exceeded: remainingAtEnd <= 0 };
-    if (!state.startWritten) record.start = startValues(deadline, state.startRemainingMs);
-    if (preset === undefined) record.outcome = outcome;
+    const attributes: Attributes = state.startWritten ? {} : startAttributes(deadline, state.startRemainingMs);
+    attributes[ATTR_DEADLINE_REMAINING_AT_END_MS] = Math.floor(remainingAtEnd);
+    attributes[ATTR_DEADLINE_EXCEEDED] = remainingAtEnd <= 0;
+    if (preset === undefined) attributes[ATTR_DEADLINE_OUTCOME] = outcome;
 
-    const presetCode = attributes[ATTR_DEADLINE_ABORT_CODE];
-    if (abortReason !== undefined && presetCode === undefined) {
-      record.abortCode = abortCodeOf(abortReason);
-      record.abortReason = describeAbortReason(abortReason);
+    let abortCode = span.attributes[ATTR_DEADLINE_ABORT_CODE];
+    if (abortReason !== undefined && abortCode === undefined) {
+      abortCode = attributes[ATTR_DEADLINE_ABORT_CODE] = abortCodeOf(abortReason);
+      attributes[ATTR_DEADLINE_ABORT_REASON] = describeAbortReason(abortReason);
     }
-    const abortCode = presetCode ?? record.abortCode;
     if (typeof abortCode === 'string') this.instruments().aborts.add(1, { [ATTR_DEADLINE_ABORT_CODE]: abortCode });
 
     // When the abort reached the span: recorded by our own deadlines only; another implementation's counts from its cutoff.
     const abortMono = abortReason !== undefined && deadline instanceof DeadlineNode ? deadline.peekAbortRecordedAtMono() : undefined;
-    const violations = this.violationsAtEnd(span, state, outcome, abortMono, endMono, record);
+    const { violations, stopLagMs } = this.judgeEnd(span, state, outcome, abortMono, endMono);
     const parentState = state.parentState;
     // Kept only for the comparison just made: do not hold the parent's state alive.
     state.parentState = undefined;
     if (parentState !== undefined) parentState.lastChildEndMono = endMono;
-    if (record.stopLagMs !== undefined) {
-      this.instruments().stopLag.record(record.stopLagMs, this.stopLagLabels(span, abortCode));
+    if (stopLagMs !== undefined) {
+      attributes[ATTR_DEADLINE_STOP_LAG_MS] = stopLagMs;
+      this.instruments().stopLag.record(stopLagMs, this.stopLagLabels(span, abortCode));
     }
     if (violations.length > 0) {
-      record.violation = violations.join(',');
+      attributes[ATTR_DEADLINE_LATE] = true;
+      attributes[ATTR_DEADLINE_VIOLATION] = violations.join(',');
       const counter = this.instruments().violations;
       for (const violation of violations) counter.add(1, { [ATTR_DEADLINE_VIOLATION]: violation });
     }
-    writeEndRecord(span, record);
+    span.setAttributes(attributes);
   }
 
   onEnd(span: object): void {
     // Only reached unfinished when the SDK has no onEnding: count what we can.
-    const state = this.stateOf(span);
+    const state = this.states.get(span);
     if (state === undefined || state.finished) return;
     state.finished = true;
     const counter = this.instruments().violations;
@@ -343,63 +297,35 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   }
 
   shutdown(): Promise<void> {
-    removeSpanStateKey(this.stateKey);
+    removeSpanStates(this.states);
     return Promise.resolve();
-  }
-
-  private stateOf(span: object): SpanState | undefined {
-    const state = (span as { [key: symbol]: SpanState | undefined })[this.stateKey];
-    return state !== undefined || !this.anySealed ? state : this.sealedSpanStates.get(span);
-  }
-
-  private keepState(span: object, state: SpanState): void {
-    // A store that fails throws in strict code (this module is): cheaper than asking Object.isExtensible first.
-    try {
-      (span as { [key: symbol]: SpanState })[this.stateKey] = state;
-      return;
-    } catch {
-      // A sealed or frozen span: kept aside.
-    }
-    this.anySealed = true;
-    this.sealedSpanStates.set(span, state);
   }
 
   /** The stop-lag histogram's attributes: bounded (kind × code) unless span names were asked for. */
   private stopLagLabels(span: ProcessedSpan, abortCode: unknown): Attributes {
-    const kind = KIND_NAMES[span.kind] ?? 'internal';
-    const code = typeof abortCode === 'string' ? abortCode : undefined;
-    if (this.stopLagBySpanName) {
-      const name = (span as { name?: unknown }).name;
-      const labels: Attributes = { [ATTR_SPAN_KIND]: kind };
-      if (code !== undefined) labels[ATTR_DEADLINE_ABORT_CODE] = code;
-      if (typeof name === 'string') labels[ATTR_SPAN_NAME] = name;
-      return labels;
-    }
-    const key = code === undefined ? kind : `${kind} ${code}`;
-    let labels = this.stopLagAttributes.get(key);
-    if (labels === undefined) {
-      labels = Object.freeze(code === undefined ? { [ATTR_SPAN_KIND]: kind } : { [ATTR_SPAN_KIND]: kind, [ATTR_DEADLINE_ABORT_CODE]: code });
-      // Abort codes come from this package's errors, or what a guard wrote: a few. Bounded anyway.
-      if (this.stopLagAttributes.size < 64) this.stopLagAttributes.set(key, labels);
-    }
+    const labels: Attributes = { [ATTR_SPAN_KIND]: KIND_NAMES[span.kind] ?? 'internal' };
+    // Abort codes come from this package's errors, or what a guard wrote: a few.
+    if (typeof abortCode === 'string') labels[ATTR_DEADLINE_ABORT_CODE] = abortCode;
+    const name = (span as { name?: unknown }).name;
+    if (this.stopLagBySpanName && typeof name === 'string') labels[ATTR_SPAN_NAME] = name;
     return labels;
   }
 
-  /** The violations at the span's end; sets record.stopLagMs on the way (see stop-rule.ts). */
-  private violationsAtEnd(
+  /** The violations at the span's end, and its stop lag (see stop-rule.ts). */
+  private judgeEnd(
     span: ProcessedSpan,
     state: SpanState,
     outcome: DeadlineOutcome,
     abortMono: number | undefined,
     endMono: number,
-    record: EndRecord,
-  ): readonly DeadlineViolation[] {
+  ): { violations: readonly DeadlineViolation[]; stopLagMs: number | undefined } {
     // Work that was refused never ran, so it cannot have run late.
     const ran = outcome !== 'not_started';
     let endedAfterParent = false;
     let endedAfterDeadline = false;
+    let stopLagMs: number | undefined;
     const parentEndMono = state.parentState?.endedAtMono;
-    // The usual case, a span that ended before its cutoff and after no parent, costs nothing more.
+    // A span that ended before its cutoff and after no parent has nothing to judge.
     if (ran && (endMono >= state.stopCutoffMono || parentEndMono !== undefined)) {
       const judged = judgeStop(
         {
@@ -413,16 +339,14 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
         },
         this.lateGraceMs,
       );
-      record.stopLagMs = judged.stopLagMs === undefined ? undefined : Math.round(judged.stopLagMs);
+      stopLagMs = judged.stopLagMs === undefined ? undefined : Math.round(judged.stopLagMs);
       endedAfterParent = judged.endedAfterParent;
       endedAfterDeadline = judged.endedAfterDeadline;
     }
-    // The usual case: nothing to report, nothing to allocate.
-    if (state.startViolations.length === 0 && !endedAfterParent && !endedAfterDeadline) return NO_VIOLATIONS;
     const violations = state.startViolations.filter((v) => ran || v === 'later_than_parent');
     if (endedAfterParent) violations.push('ended_after_parent');
     if (endedAfterDeadline) violations.push('ended_after_deadline');
-    return violations;
+    return { violations, stopLagMs };
   }
 }
 
@@ -433,109 +357,21 @@ function cutByPackage(span: ProcessedSpan): boolean {
 }
 
 /**
- * The operation is read when the attributes are written, not when the span
- * started: a server takes over the node the global propagator built from the
- * request ('remote') under its own name after its span started, and the span
- * must name the deadline as the spans under it do.
+ * The start attributes, for `remaining` ms left at start. The operation is
+ * read when the attributes are written, not when the span started: a server
+ * takes over the node the global propagator built from the request
+ * ('remote') under its own name after its span started, and the span must
+ * name the deadline as the spans under it do.
  */
-function startValues(deadline: Deadline, remaining: number): StartValues {
-  return {
-    atMs: Math.floor(deadline.expiresAtMs),
-    remainingMs: Math.floor(remaining),
-    budgetMs: Math.round(deadline.budgetMs),
-    source: deadline.source,
-    operation: deadline.operation,
-    wireSkewMs: deadline.wireSkewMs,
-    queueDwellMs: deadline.queueDwellMs,
+function startAttributes(deadline: Deadline, remaining: number): Attributes {
+  const attributes: Attributes = {
+    [ATTR_DEADLINE_AT_MS]: Math.floor(deadline.expiresAtMs),
+    [ATTR_DEADLINE_REMAINING_MS]: Math.floor(remaining),
+    [ATTR_DEADLINE_BUDGET_MS]: Math.round(deadline.budgetMs),
+    [ATTR_DEADLINE_SOURCE]: deadline.source,
+    [ATTR_DEADLINE_OPERATION]: deadline.operation,
   };
+  if (deadline.wireSkewMs !== undefined) attributes[ATTR_DEADLINE_WIRE_SKEW_MS] = deadline.wireSkewMs;
+  if (deadline.queueDwellMs !== undefined) attributes[ATTR_DEADLINE_QUEUE_DWELL_MS] = deadline.queueDwellMs;
+  return attributes;
 }
-
-/** The start attributes, through setAttributes, for a span whose end may never reach onEnding. */
-function writeStartAttributes(span: ProcessedSpan, start: StartValues): void {
-  const attributes: AttributeMap = {};
-  fillStartAttributes(attributes, start);
-  span.setAttributes(attributes);
-}
-
-function longestString(record: EndRecord): number {
-  return Math.max(record.start?.operation.length ?? 0, record.abortReason?.length ?? 0, record.violation?.length ?? 0, record.abortCode?.length ?? 0);
-}
-
-/**
- * Writes `record` on the span: directly into its attribute map when the SDK
- * allows it (see direct-attributes.ts), else through setAttributes.
- */
-function writeEndRecord(span: ProcessedSpan, record: EndRecord): void {
-  const direct = directAttributes(span, MAX_END_RECORD_KEYS, longestString(record));
-  if (direct === undefined) {
-    const attributes: AttributeMap = {};
-    fillAttributes(attributes, record);
-    span.setAttributes(attributes);
-    return;
-  }
-  countAdded(span, fillAttributes(direct, record));
-}
-
-/** Adds the start attributes to `target` (see fillAttributes); returns how many keys were new. */
-function fillStartAttributes(target: AttributeMap, start: StartValues): number {
-  let added = target['deadline.at_ms' satisfies typeof ATTR_DEADLINE_AT_MS] === undefined ? 1 : 0;
-  target['deadline.at_ms' satisfies typeof ATTR_DEADLINE_AT_MS] = start.atMs;
-  added += target['deadline.remaining_ms' satisfies typeof ATTR_DEADLINE_REMAINING_MS] === undefined ? 1 : 0;
-  target['deadline.remaining_ms' satisfies typeof ATTR_DEADLINE_REMAINING_MS] = start.remainingMs;
-  added += target['deadline.budget_ms' satisfies typeof ATTR_DEADLINE_BUDGET_MS] === undefined ? 1 : 0;
-  target['deadline.budget_ms' satisfies typeof ATTR_DEADLINE_BUDGET_MS] = start.budgetMs;
-  added += target['deadline.source' satisfies typeof ATTR_DEADLINE_SOURCE] === undefined ? 1 : 0;
-  target['deadline.source' satisfies typeof ATTR_DEADLINE_SOURCE] = start.source;
-  added += target['deadline.operation' satisfies typeof ATTR_DEADLINE_OPERATION] === undefined ? 1 : 0;
-  target['deadline.operation' satisfies typeof ATTR_DEADLINE_OPERATION] = start.operation;
-  if (start.wireSkewMs !== undefined) {
-    added += target['deadline.wire_skew_ms' satisfies typeof ATTR_DEADLINE_WIRE_SKEW_MS] === undefined ? 1 : 0;
-    target['deadline.wire_skew_ms' satisfies typeof ATTR_DEADLINE_WIRE_SKEW_MS] = start.wireSkewMs;
-  }
-  if (start.queueDwellMs !== undefined) {
-    added += target['deadline.queue_dwell_ms' satisfies typeof ATTR_DEADLINE_QUEUE_DWELL_MS] === undefined ? 1 : 0;
-    target['deadline.queue_dwell_ms' satisfies typeof ATTR_DEADLINE_QUEUE_DWELL_MS] = start.queueDwellMs;
-  }
-  return added;
-}
-
-/**
- * Adds `record` to `target` and returns how many keys were new. Literal
- * property names: V8 compiles these to named stores, which keep a map with
- * many properties a fast object, and the reads that tell a new key to named
- * loads (the SDK never stores an undefined value, and directAttributes has
- * checked the map's prototype is Object.prototype), where hasOwnProperty
- * (isNewKey) cost about 115 instructions a key and a read through a variable
- * key more. `satisfies` ties each literal to its public constant.
- */
-function fillAttributes(target: AttributeMap, record: EndRecord): number {
-  let added = record.start === undefined ? 0 : fillStartAttributes(target, record.start);
-  added += target['deadline.remaining_at_end_ms' satisfies typeof ATTR_DEADLINE_REMAINING_AT_END_MS] === undefined ? 1 : 0;
-  target['deadline.remaining_at_end_ms' satisfies typeof ATTR_DEADLINE_REMAINING_AT_END_MS] = record.remainingAtEndMs;
-  added += target['deadline.exceeded' satisfies typeof ATTR_DEADLINE_EXCEEDED] === undefined ? 1 : 0;
-  target['deadline.exceeded' satisfies typeof ATTR_DEADLINE_EXCEEDED] = record.exceeded;
-  if (record.outcome !== undefined) {
-    added += target['deadline.outcome' satisfies typeof ATTR_DEADLINE_OUTCOME] === undefined ? 1 : 0;
-    target['deadline.outcome' satisfies typeof ATTR_DEADLINE_OUTCOME] = record.outcome;
-  }
-  if (record.abortCode !== undefined) {
-    added += target['deadline.abort.code' satisfies typeof ATTR_DEADLINE_ABORT_CODE] === undefined ? 1 : 0;
-    target['deadline.abort.code' satisfies typeof ATTR_DEADLINE_ABORT_CODE] = record.abortCode;
-  }
-  if (record.abortReason !== undefined) {
-    added += target['deadline.abort.reason' satisfies typeof ATTR_DEADLINE_ABORT_REASON] === undefined ? 1 : 0;
-    target['deadline.abort.reason' satisfies typeof ATTR_DEADLINE_ABORT_REASON] = record.abortReason;
-  }
-  if (record.stopLagMs !== undefined) {
-    added += target['deadline.stop_lag_ms' satisfies typeof ATTR_DEADLINE_STOP_LAG_MS] === undefined ? 1 : 0;
-    target['deadline.stop_lag_ms' satisfies typeof ATTR_DEADLINE_STOP_LAG_MS] = record.stopLagMs;
-  }
-  if (record.violation !== undefined) {
-    added += target['deadline.late' satisfies typeof ATTR_DEADLINE_LATE] === undefined ? 1 : 0;
-    target['deadline.late' satisfies typeof ATTR_DEADLINE_LATE] = true;
-    added += target['deadline.violation' satisfies typeof ATTR_DEADLINE_VIOLATION] === undefined ? 1 : 0;
-    target['deadline.violation' satisfies typeof ATTR_DEADLINE_VIOLATION] = record.violation;
-  }
-  return added;
-}
-

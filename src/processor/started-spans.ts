@@ -7,12 +7,9 @@ type Listener = (span: Span) => void;
  * whoever asked for the spans of one instrumentation scope. It is how
  * DeadlineInstrumentation finds the span of a driver instrumentation that
  * offers no `requestHook` (instrumentation-mysql2) and records a statement's
- * outcome on it. Kept on globalThis so that a processor and an instrumentation
- * loaded from two copies of this package still meet.
+ * outcome on it.
  */
-const KEY = Symbol.for('otel-deadline.started-span-listeners');
-const store = globalThis as { [KEY]?: Map<string, Listener> };
-const listeners: Map<string, Listener> = (store[KEY] ??= new Map());
+const listeners = new Map<string, Listener>();
 
 /** Calls `listener` with each span of `scope` started under a deadline, until the returned function is called. */
 export function onSpanStartedUnderDeadline(scope: string, listener: Listener): () => void {
@@ -22,7 +19,7 @@ export function onSpanStartedUnderDeadline(scope: string, listener: Listener): (
   };
 }
 
-/** For the processor: one size check when nobody listens. */
+/** For the processor. */
 export function showStartedSpan(span: object): void {
   if (listeners.size === 0) return;
   const scope = (span as { instrumentationScope?: { name?: unknown } }).instrumentationScope?.name;

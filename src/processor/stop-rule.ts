@@ -1,27 +1,14 @@
 /**
  * When a span is late: the rule the span processor applies at a span's end,
- * pure arithmetic on the monotonic clock (docs/lineage.md states it for
- * readers of a trace).
- *
- * A span should stop at its cutoff, or when its deadline's abort reached it
- * if that came later (a timer runs late on a busy event loop; nothing could
- * react before it ran). Its stop lag is the time from that point to its end.
- * Whatever it waited on after that point is judged on its own: the end of its
- * last child moves its own stop point, so a parent that waits for a child's
- * cancel round trip, or for a child that ignored the abort, is not blamed for
- * the child's time. A span the package cut itself (a guard wrote the abort on
- * it: a cancelled query, a destroyed socket, a server span closed by the
- * caller's disconnect) ended when its stop path let it, which the stop-lag
- * histogram measures instead. Everything else gets the stop allowance
- * (`lateGraceMs`) after its stop point and is late beyond it.
- *
- * `ended_after_parent` is the same rule with the parent's end as the point to
- * stop at, when the span's deadline had aborted (by the clock or a
- * cancellation) by the time its parent ended: the parent was ended by that
- * abort and the child was on its way out too. Otherwise no stop was under way
- * and there is no stop path to allow for: a child still running when its
- * parent ended normally is undeclared fire-and-forget work, flagged however
- * soon it ended after.
+ * pure arithmetic on the monotonic clock (docs/lineage.md, "What late means",
+ * states it for readers of a trace). A span should stop at the later of its
+ * cutoff and the moment its deadline's abort reached it; the end of its last
+ * child moves that point, so a parent is not blamed for a child's stop. A span
+ * the package cut itself is measured by its stop lag, never flagged; any other
+ * gets `lateGraceMs` after its stop point. `ended_after_parent` is the same
+ * rule with the parent's end as the stop point when the deadline had aborted
+ * by then; otherwise a child still running after its parent ended is
+ * undeclared fire-and-forget work, flagged however soon it ended after.
  */
 export interface StopTimes {
   /** The span's start and end, on the monotonic clock. */

@@ -8,8 +8,8 @@ import {
 } from '@opentelemetry/api';
 import { isTracingSuppressed, W3CBaggagePropagator } from '@opentelemetry/core';
 import { getDeadline, isDeadlineOffWire, setDeadline } from '../context';
-import { DeadlineNode } from '../deadline';
-import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNowForOpening } from '../time';
+import { DeadlineNode } from '../deadline-node';
+import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
 import {
   BAGGAGE_DEADLINE_KEY,
   HEADER_AT_MS,
@@ -106,7 +106,7 @@ export class DeadlinePropagator implements TextMapPropagator {
     try {
       const incoming = this.read(carrier, getter);
       if (incoming === undefined) return ctx;
-      const nowMono = monotonicNowForOpening();
+      const nowMono = monotonicNow();
       const cutoffMono = nowMono + incoming.remainingMs;
       const active = getDeadline(ctx);
       let parent = undefined;

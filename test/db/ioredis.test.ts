@@ -7,7 +7,7 @@ import { trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DeadlineCancelledError, DeadlineExceededError, openDeadline } from '../../src';
-import type { DeadlineNode } from '../../src/deadline';
+import type { DeadlineNode } from '../../src/deadline-node';
 import { passedDeadline } from '../helpers/clock';
 import { eventually, under } from './pg-fixture';
 import { BUSY_1S, commandCalls, expectReleasedAfterEnd } from './redis-fixture';

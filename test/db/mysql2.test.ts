@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError, openDeadline } from '../../src';
-import type { DeadlineNode } from '../../src/deadline';
+import type { DeadlineNode } from '../../src/deadline-node';
 import { passedDeadline } from '../helpers/clock';
 import { MYSQL_CONFIG as CONFIG, MYSQL_LOG as LOG, ranOnMysql, runningOnMysql } from './mysql-fixture';
 import { mysqlSuite } from './mysql-suite';

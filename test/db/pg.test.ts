@@ -15,7 +15,7 @@ import {
   openDeadline,
   withDeadline,
 } from '../../src';
-import type { DeadlineNode } from '../../src/deadline';
+import type { DeadlineNode } from '../../src/deadline-node';
 import { passedDeadline } from '../helpers/clock';
 import { installOtel, sleep, type TestOtel } from '../helpers/otel';
 import { startTcpProxy } from './tcp-proxy';

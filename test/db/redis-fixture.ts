@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
 import { openDeadline } from '../../src';
-import type { DeadlineNode } from '../../src/deadline';
+import type { DeadlineNode } from '../../src/deadline-node';
 import { under } from './pg-fixture';
 
 /** Redis on 127.0.0.1:6379, as .ci/ensure-services.sh starts it. */

@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeadlineExceededError, openDeadline, withDeadline, type Deadline } from '../../src';
-import { DeadlineNode } from '../../src/deadline';
+import { DeadlineNode } from '../../src/deadline-node';
 import { aborted, installOtel, type TestOtel } from '../helpers/otel';
 import { send, startFixture, type Fixture } from './http-fixture';
 

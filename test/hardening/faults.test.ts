@@ -36,7 +36,7 @@ import {
   withDeadline,
   type Deadline,
 } from '../../src';
-import type { DeadlineNode } from '../../src/deadline';
+import type { DeadlineNode } from '../../src/deadline-node';
 import { watchTimers } from '../helpers/timers';
 import { installOtel, sleep, type TestOtel } from '../helpers/otel';
 import { readBody, requestError, response, startCountingServer, type CountingServer } from '../instrumentation/helpers/servers';

@@ -27,7 +27,7 @@ import {
   type Deadline,
   type IncomingDeadline,
 } from '../../src';
-import { DeadlineNode } from '../../src/deadline';
+import { DeadlineNode } from '../../src/deadline-node';
 import { monotonicNow } from '../../src/time';
 import { ACCEPTED_HEADERS, drawValuePool, hostileCarrier } from './header-arbitraries';
 

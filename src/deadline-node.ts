@@ -1,0 +1,468 @@
+import { getEventListeners } from 'node:events';
+import { diag } from '@opentelemetry/api';
+import type { Deadline, DeadlineSource, ManagedDeadline } from './deadline';
+import { DeadlineExceededError } from './errors';
+import { openDeadlineUnder } from './open';
+import { checkDuration, monotonicNow, remainingUntil, safeTimerDelay } from './time';
+
+/** How a node is created: opened here, from the wire, from a queue envelope, or by server admission. */
+export interface NodeInit {
+  operation: string;
+  cutoffMono: number;
+  expiresAtMs: number;
+  source: DeadlineSource;
+  budgetMs: number;
+  parent?: Deadline;
+  signal?: AbortSignal;
+  wireSkewMs?: number;
+  queueDwellMs?: number;
+}
+
+const NOT_ABORTED: unique symbol = Symbol('not aborted');
+
+/** A listener that throws must not stop the abort from reaching the rest of the tree. */
+function notify(listener: (reason: unknown) => void, reason: unknown): void {
+  try {
+    listener(reason);
+  } catch (err) {
+    // Same as an AbortSignal listener that throws: it stops nothing, but say so.
+    diag.debug('otel-deadline: an abort listener threw', err);
+  }
+}
+
+/** Where a deadline ends on this process's monotonic clock, as seen at `nowMono`. */
+export function cutoffOf(deadline: Deadline, nowMono: number): number {
+  return deadline instanceof DeadlineNode ? deadline.cutoffMono : nowMono + deadline.remainingMs();
+}
+
+/**
+ * One node in the deadline tree.
+ *
+ * Abort state is derived on demand from the clock and from the "watch
+ * points" above: the nodes whose abort can come from something other than
+ * the clock (a root, a deadline that arrived from elsewhere, one with an
+ * extra `signal`, one under a foreign Deadline). A child's cutoff is never
+ * later than its parent's, so the clock needs no walk at all; cancellation
+ * needs a walk over the watch points only, which a child links to when it is
+ * opened. Opening a child therefore costs O(1) however deep the tree is, and
+ * nothing recurses in proportion to depth.
+ *
+ * Everything costly is lazy. A node that nobody subscribes to and nobody asks
+ * for a signal holds no timer, no controller and no listener, and is not
+ * referenced by anything above it, so millions of short children under a
+ * long-lived root leave nothing behind.
+ *
+ * Subscribing or asking for `signal` "arms" the node: it registers with the
+ * nearest watch point above (arming that one too), which pushes its abort
+ * down with the same reason object, and it gets an unref'd timer at its own
+ * cutoff. `dispose()` ends the scope's claim only: the node stays armed while
+ * anything still holds it (a subscriber, an armed descendant, a signal with
+ * listeners), so a call in flight is still cut at the cutoff after the scope
+ * that started it has returned. No AbortSignal.any: on Node 20 it leaks
+ * dependants on a long-lived parent (nodejs/node#54614).
+ */
+export class DeadlineNode implements ManagedDeadline {
+  private operationName: string;
+  readonly expiresAtMs: number;
+  readonly source: DeadlineSource;
+  readonly budgetMs: number;
+  readonly parent: Deadline | undefined;
+  readonly wireSkewMs: number | undefined;
+  readonly queueDwellMs: number | undefined;
+  /** @internal the cutoff on the monotonic clock */
+  readonly cutoffMono: number;
+
+  private readonly extraSignal: AbortSignal | undefined;
+  /** A parent that is not one of ours (another copy of this package, or a user implementation). */
+  private readonly foreignParent: Deadline | undefined;
+  /** The topmost node up the chain with this same cutoff: every node sharing it shares its expiry reason. */
+  private readonly cutoffOwner: DeadlineNode;
+  /** The nearest watch point at or above this node. */
+  private readonly watch: DeadlineNode | undefined;
+  /** The nearest watch point strictly above this node: the one an armed node registers with. */
+  private readonly watchAbove: DeadlineNode | undefined;
+  private reason: unknown = NOT_ABORTED;
+  /** When `reason` was recorded, on the monotonic clock: when the abort reached whatever listens here. */
+  private abortedAtMono: number | undefined = undefined;
+  private controller: AbortController | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private armed = false;
+  private registeredIn: DeadlineNode | undefined;
+  private armedChildren: Set<DeadlineNode> | undefined;
+  private detachListeners: (() => void) | undefined;
+  /** One entry per subscription, so the same listener subscribed twice is two holds. */
+  private abortSubscribers: Set<{ listener: (reason: unknown) => void }> | undefined;
+  private isDisposed = false;
+
+  constructor(init: NodeInit) {
+    this.operationName = init.operation;
+    this.cutoffMono = init.cutoffMono;
+    this.expiresAtMs = init.expiresAtMs;
+    this.source = init.source;
+    this.budgetMs = init.budgetMs;
+    this.parent = init.parent;
+    this.extraSignal = init.signal;
+    this.wireSkewMs = init.wireSkewMs;
+    this.queueDwellMs = init.queueDwellMs;
+    const parentNode = init.parent instanceof DeadlineNode ? init.parent : undefined;
+    this.foreignParent = parentNode === undefined ? init.parent : undefined;
+    this.cutoffOwner = parentNode !== undefined && parentNode.cutoffMono === init.cutoffMono ? parentNode.cutoffOwner : this;
+    this.watchAbove = parentNode?.watch;
+    const isWatchPoint = parentNode === undefined || init.source === 'remote' || init.signal !== undefined;
+    this.watch = isWatchPoint ? this : this.watchAbove;
+  }
+
+  get operation(): string {
+    return this.operationName;
+  }
+
+  get disposed(): boolean {
+    return this.isDisposed;
+  }
+
+  /**
+   * @internal A server instrumentation takes over, under its own operation
+   * name, the node a global propagator built from the same request's headers:
+   * nobody else holds it yet, and a second node would only cost time.
+   */
+  adoptAs(operation: string): this {
+    this.operationName = operation;
+    return this;
+  }
+
+  remainingMs(): number {
+    return remainingUntil(this.cutoffMono);
+  }
+
+  usableMs(reserveMs = 0): number {
+    const left = this.remainingMs() - checkDuration('reserveMs', reserveMs);
+    return left > 0 ? left : 0;
+  }
+
+  get expired(): boolean {
+    return monotonicNow() >= this.cutoffMono;
+  }
+
+  get aborted(): boolean {
+    return this.currentReason() !== NOT_ABORTED;
+  }
+
+  get abortReason(): unknown {
+    const reason = this.currentReason();
+    return reason === NOT_ABORTED ? undefined : reason;
+  }
+
+  /**
+   * Aborts at the cutoff, or when an ancestor or the `signal` option aborts,
+   * whether or not the deadline has been disposed. Created on first access.
+   */
+  get signal(): AbortSignal {
+    if (this.controller === undefined) this.controller = new AbortController();
+    const reason = this.currentReason();
+    if (reason !== NOT_ABORTED) {
+      if (!this.controller.signal.aborted) this.controller.abort(reason);
+    } else {
+      // Also after dispose: whoever reads the signal now is about to rely on it.
+      this.arm();
+      this.startTimer();
+    }
+    return this.controller.signal;
+  }
+
+  /** @internal What `onDeadlineAbort` does for this package's own deadlines; use that. */
+  subscribe(listener: (reason: unknown) => void): () => void {
+    // arm() ends by deriving the abort state; an armed node is derived here instead.
+    if (this.armed || this.reason !== NOT_ABORTED) this.currentReason();
+    else this.arm();
+    if (this.reason !== NOT_ABORTED) {
+      listener(this.reason);
+      return () => {};
+    }
+    this.startTimer();
+    const entry = { listener };
+    (this.abortSubscribers ??= new Set()).add(entry);
+    return () => {
+      if (this.abortSubscribers?.delete(entry) === true) this.releaseIfIdle();
+    };
+  }
+
+  /**
+   * @internal The milliseconds left, or -1 once aborted (by the clock, here or
+   * by an ancestor's cancellation; `abortReason` then holds why), with one
+   * clock read: what a guard checks before it sends anything.
+   */
+  leftBeforeAbort(): number {
+    if (this.reason === NOT_ABORTED) {
+      const cancelled = this.cancellationAbove();
+      if (cancelled !== NOT_ABORTED) {
+        this.abort(cancelled);
+      } else {
+        const now = monotonicNow();
+        const left = this.cutoffMono - now;
+        if (left > 0) return left;
+        this.abort(this.cutoffOwner.expiryReason(now), now);
+      }
+    }
+    return -1;
+  }
+
+  /**
+   * @internal The abort reason `abortReason` would give at an instant when
+   * `left` ms were left to the cutoff (negative: past it), or undefined if
+   * none, without aborting: nothing is recorded and no listener runs. For
+   * readers that have just read the clock and must not run other code, such as
+   * a span processor inside the SDK's `span.end()`: an abort listener that
+   * ends the same span (a driver instrumentation's, through a command guard)
+   * would end it a second time from inside end(). An expiry not yet recorded
+   * gets a reason like the one it will have.
+   */
+  peekAbortReasonAt(left: number): unknown {
+    if (this.reason !== NOT_ABORTED) return this.reason;
+    const cancelled = this.cancellationAbove();
+    if (cancelled !== NOT_ABORTED) return cancelled;
+    if (left > 0) return undefined;
+    const owner = this.cutoffOwner;
+    return owner.reason !== NOT_ABORTED ? owner.reason : new DeadlineExceededError(owner.operation, owner.expiresAtMs);
+  }
+
+  /**
+   * @internal When the abort `peekAbortReasonAt` finds was recorded, on the
+   * monotonic clock: here, at the watch point above whose cancellation it is,
+   * or at the node whose cutoff this one shares. Undefined when nobody has
+   * recorded it yet (no timer ran and nothing asked): no listener has been
+   * told. Reads no clock and records nothing; for the span processor's stop lag.
+   */
+  peekAbortRecordedAtMono(): number | undefined {
+    if (this.reason !== NOT_ABORTED) return this.abortedAtMono;
+    let found: number | undefined;
+    for (let point = this.watch; point !== undefined; point = point.watchAbove) {
+      if (point.reason !== NOT_ABORTED) found = point.abortedAtMono;
+      else if (point.armed) break;
+    }
+    return found ?? this.cutoffOwner.abortedAtMono;
+  }
+
+  /**
+   * @internal Whether something other than the clock has aborted this
+   * deadline (a cancellation here or above, or an abort already recorded),
+   * without reading the clock and without recording anything: for a check
+   * that has just read the clock itself and must report before any abort is
+   * pushed out.
+   */
+  abortedBesidesClock(): boolean {
+    return this.reason !== NOT_ABORTED || this.cancellationAbove() !== NOT_ABORTED;
+  }
+
+  /** @internal How many abort listeners are waiting: lets tests prove none is left behind. */
+  get subscriberCount(): number {
+    return this.abortSubscribers?.size ?? 0;
+  }
+
+  /** @internal Whether this node holds a timer or is registered above: lets tests prove what dispose released. */
+  get isArmed(): boolean {
+    return this.armed;
+  }
+
+  child(operation: string, timeoutMs: number): ManagedDeadline {
+    return openDeadlineUnder(this, { operation, timeoutMs });
+  }
+
+  throwIfAborted(): void {
+    const reason = this.currentReason();
+    if (reason !== NOT_ABORTED) throw reason;
+  }
+
+  /**
+   * Ends the opener's claim on this deadline. It neither cancels nor completes
+   * anything, and it never turns enforcement off: the clock and the ancestors
+   * still decide `aborted`, and whatever still holds the node (a call in
+   * flight, an armed descendant, a signal someone listens to) keeps it armed
+   * until that lets go. What nobody holds is released now.
+   */
+  dispose(): void {
+    if (this.isDisposed) return;
+    this.isDisposed = true;
+    this.releaseIfIdle();
+  }
+
+  /**
+   * @internal Aborts this node and every armed descendant with the same
+   * reason. Only watch points (roots, remote deadlines, nodes with a signal)
+   * may be aborted from outside: unarmed descendants find a watch point's
+   * abort by themselves, not a plain node's.
+   */
+  abort(reason: unknown, nowMono?: number): void {
+    if (this.reason !== NOT_ABORTED) return;
+    // When the abort reached this node (and what it pushes to): the span processor measures stop lag from it.
+    // The caller's own clock read when it has one, else one read per abort (rare).
+    const at = nowMono ?? monotonicNow();
+    // Iterative, so a 100k-deep armed chain cannot overflow the stack.
+    const pending: DeadlineNode[] = [this];
+    for (let node = pending.pop(); node !== undefined; node = pending.pop()) {
+      if (node.reason !== NOT_ABORTED) continue;
+      node.reason = reason;
+      node.abortedAtMono = at;
+      const children = node.armedChildren;
+      node.armedChildren = undefined;
+      if (children !== undefined) {
+        for (const child of children) {
+          child.registeredIn = undefined;
+          pending.push(child);
+        }
+      }
+      const above = node.disarm();
+      // The node it hung under may have been waiting only for it.
+      if (node === this && above !== undefined && above.reason === NOT_ABORTED) above.releaseIfIdle();
+      node.controller?.abort(reason);
+      const subscribers = node.abortSubscribers;
+      node.abortSubscribers = undefined;
+      if (subscribers !== undefined) for (const { listener } of subscribers) notify(listener, reason);
+    }
+  }
+
+  /**
+   * The abort state, derived in order: a watch point's cancellation (the
+   * topmost one, so a shared cancellation yields one reason object
+   * everywhere), then the clock. Deriving it marks the node, so it is sticky.
+   */
+  private currentReason(): unknown {
+    if (this.reason !== NOT_ABORTED) return this.reason;
+    const cancelled = this.cancellationAbove();
+    if (cancelled !== NOT_ABORTED) this.abort(cancelled);
+    else {
+      const now = monotonicNow();
+      if (now >= this.cutoffMono) this.abort(this.cutoffOwner.expiryReason(now), now);
+    }
+    return this.reason;
+  }
+
+  /** The topmost cancellation among the watch points at or above this node. */
+  private cancellationAbove(): unknown {
+    let found: unknown = NOT_ABORTED;
+    for (let point = this.watch; point !== undefined; point = point.watchAbove) {
+      const reason = point.ownCancellation();
+      if (reason !== NOT_ABORTED) found = reason;
+      // An armed watch point is linked up to the top, so any abort above has
+      // already been pushed into it: nothing further up needs a look.
+      else if (point.armed) break;
+    }
+    return found;
+  }
+
+  /** A watch point's own cancellation: already recorded, from its signal, or from a foreign parent. */
+  private ownCancellation(): unknown {
+    if (this.reason !== NOT_ABORTED) return this.reason;
+    if (this.extraSignal?.aborted === true) return this.extraSignal.reason;
+    if (this.foreignParent?.aborted === true) return this.foreignParent.abortReason;
+    return NOT_ABORTED;
+  }
+
+  /** The cutoff owner's expiry reason, created once: every node sharing the cutoff throws the same object. */
+  private expiryReason(nowMono?: number): unknown {
+    if (this.reason === NOT_ABORTED) this.abort(new DeadlineExceededError(this.operation, this.expiresAtMs), nowMono);
+    return this.reason;
+  }
+
+  /** True while something other than the opener relies on this node being armed. */
+  private isHeld(): boolean {
+    if ((this.abortSubscribers?.size ?? 0) > 0 || (this.armedChildren?.size ?? 0) > 0) return true;
+    const signal = this.controller?.signal;
+    return signal !== undefined && !signal.aborted && getEventListeners(signal, 'abort').length > 0;
+  }
+
+  /** Disarms a disposed node nobody holds, then its watch point above if that was its last hold. */
+  private releaseIfIdle(): void {
+    if (!this.isDisposed || !this.armed || this.isHeld()) return;
+    // A loop, not recursion: the chain of watch points above may be deep.
+    let above = this.disarm();
+    while (above !== undefined && above.isDisposed && above.armed && !above.isHeld()) above = above.disarm();
+  }
+
+  /**
+   * Links this node, and the unarmed watch points above it, into the push
+   * chain, top-down and without recursion, so an abort anywhere above reaches
+   * it with the same reason object.
+   */
+  private arm(): void {
+    if (this.armed || this.reason !== NOT_ABORTED) return;
+    const chain: DeadlineNode[] = [this];
+    let registrar = this.watchAbove;
+    while (registrar !== undefined && !registrar.armed && registrar.reason === NOT_ABORTED) {
+      chain.push(registrar);
+      registrar = registrar.watchAbove;
+    }
+    for (let i = chain.length - 1; i >= 0; i--) {
+      const node = chain[i];
+      const above = i === chain.length - 1 ? registrar : chain[i + 1];
+      if (above !== undefined && above.reason !== NOT_ABORTED) {
+        node.abort(above.reason);
+        continue;
+      }
+      node.armed = true;
+      if (above !== undefined) {
+        (above.armedChildren ??= new Set()).add(node);
+        node.registeredIn = above;
+      }
+      node.listenToSources();
+      // A source may have fired before its listener was added; aborting here, top-down, pushes it into the rest.
+      const fired = node.ownCancellation();
+      if (fired !== NOT_ABORTED) node.abort(fired);
+    }
+    this.currentReason();
+  }
+
+  private listenToSources(): void {
+    const cleanups: (() => void)[] = [];
+    const foreign = this.foreignParent;
+    if (foreign !== undefined) {
+      const signal = foreign.signal;
+      const onForeignAbort = () => this.abort(signal.reason);
+      signal.addEventListener('abort', onForeignAbort, { once: true });
+      cleanups.push(() => signal.removeEventListener('abort', onForeignAbort));
+    }
+    const extra = this.extraSignal;
+    if (extra !== undefined) {
+      const onExtraAbort = () => this.abort(extra.reason);
+      extra.addEventListener('abort', onExtraAbort, { once: true });
+      cleanups.push(() => extra.removeEventListener('abort', onExtraAbort));
+    }
+    if (cleanups.length === 1) this.detachListeners = cleanups[0];
+    else if (cleanups.length > 1) this.detachListeners = () => cleanups.forEach((cleanup) => cleanup());
+  }
+
+  /**
+   * A timer at the cutoff, for a node someone waits on (subscribers, a
+   * signal). Watch points armed only to push cancellation down need none:
+   * their descendants' cutoffs come first and have timers of their own.
+   */
+  private startTimer(): void {
+    if (this.timer !== undefined || !this.armed || this.reason !== NOT_ABORTED) return;
+    const delay = safeTimerDelay(this.remainingMs());
+    this.timer = setTimeout(() => this.onTimer(), delay);
+    // A pending deadline must never keep the process alive.
+    this.timer.unref();
+  }
+
+  private onTimer(): void {
+    this.timer = undefined;
+    // Timers can fire a little early against performance.now(), and delays over
+    // 2^31-1 ms are split into steps: re-arm until the cutoff has really passed.
+    if (this.remainingMs() > 0) this.startTimer();
+    else this.currentReason();
+  }
+
+  /** Drops the timer, the source listeners and the registration above; returns the node it was registered with. */
+  private disarm(): DeadlineNode | undefined {
+    this.armed = false;
+    if (this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    this.detachListeners?.();
+    this.detachListeners = undefined;
+    const above = this.registeredIn;
+    this.registeredIn = undefined;
+    above?.armedChildren?.delete(this);
+    return above;
+  }
+}
