@@ -1,4 +1,4 @@
-import { SpanKind, trace } from '@opentelemetry/api';
+import { context, SpanKind, trace } from '@opentelemetry/api';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { withDeadline } from '../src';
 import { judgeStop, type StopTimes } from '../src/processor/stop-rule';
@@ -31,6 +31,7 @@ describe('the stop rule (stop-rule.ts)', () => {
     ['the package cut it: its stop path is measured, not flagged', { endMono: 900, abortMono: 100, cutByPackage: true }, { stopLagMs: 800, endedAfterDeadline: false, endedAfterParent: false }],
     // ended_after_parent
     ['outlived a parent that ended normally: flagged however soon', { endMono: 41, parentEndMono: 40 }, { stopLagMs: undefined, endedAfterDeadline: false, endedAfterParent: true }],
+    ['outlived a parent that ended normally, but in the event-loop turn the parent ended in: one event', { endMono: 41, parentEndMono: 40, endedInParentsTurn: true }, { stopLagMs: undefined, endedAfterDeadline: false, endedAfterParent: false }],
     ['the parent ended by the abort that reached it too: allowance', { endMono: 80, abortMono: 30, parentEndMono: 31 }, { stopLagMs: undefined, endedAfterDeadline: false, endedAfterParent: false }],
     ['the parent ended by the abort, it went on beyond the allowance', { endMono: 90, abortMono: 30, parentEndMono: 31 }, { stopLagMs: undefined, endedAfterDeadline: false, endedAfterParent: true }],
     ['the parent ended after the cutoff, no abort recorded: allowance', { endMono: 160, parentEndMono: 120 }, { stopLagMs: 60, endedAfterDeadline: true, endedAfterParent: false }],
@@ -141,6 +142,23 @@ describe('stop lag on real spans', () => {
     // A 20 ms clean-up could only exceed the 250 ms allowance after a stall of 230 ms between two timers; see test/late-proof.test.ts for load.
     expect(otel.span('unwinding').attributes['deadline.violation']).toBeUndefined();
     expect(otel.span('goes-on').attributes['deadline.violation']).toBe('ended_after_parent');
+  });
+
+  it('does not flag a child that ends on the event its parent ended on (the next tick), but flags one that ends a turn later', async () => {
+    await withDeadline({ operation: 'request', timeoutMs: 5_000, parent: null }, async () => {
+      const parent = tracer().startSpan('parent');
+      const inParent = trace.setSpan(context.active(), parent);
+      const sameEvent = tracer().startSpan('same-event', {}, inParent);
+      const nextTurn = tracer().startSpan('next-turn', {}, inParent);
+      parent.end();
+      // As a response's 'close' follows its 'finish' (express's middleware spans end on 'close').
+      const ticked = new Promise<void>((resolve) => process.nextTick(() => resolve(sameEvent.end())));
+      await ticked;
+      await new Promise((resolve) => setImmediate(resolve));
+      nextTurn.end();
+    });
+    expect(otel.span('same-event').attributes['deadline.violation']).toBeUndefined();
+    expect(otel.span('next-turn').attributes['deadline.violation']).toBe('ended_after_parent');
   });
 
   it('records a stop-lag histogram by span kind and abort code, without span names by default', async () => {

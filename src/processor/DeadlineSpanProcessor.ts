@@ -29,6 +29,7 @@ import { lazyInstruments, type DeadlineInstruments } from './metrics';
 import { showStartedSpan } from './started-spans';
 import { addSpanStates, removeSpanStates } from './statement-in-flight';
 import type { ProcessedSpan, SdkSpanProcessor } from './sdk-types';
+import { currentTurn } from './event-loop-turn';
 import { judgeStop } from './stop-rule';
 
 export interface DeadlineSpanProcessorConfig {
@@ -71,6 +72,8 @@ interface SpanState extends Cutoff {
   startMono: number;
   /** Set when the span ends, for its children's ended_after_parent. */
   endedAtMono: number | undefined;
+  /** The event-loop turn it ended in (event-loop-turn.ts). */
+  endedInTurn: number;
   /** The end of its last child that has ended: a parent waiting on a child's stop is not late for it. */
   lastChildEndMono: number | undefined;
   /**
@@ -223,6 +226,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
       stopCutoffMono: cutoffMono ?? startMono + signed,
       startMono,
       endedAtMono: undefined,
+      endedInTurn: -1,
       lastChildEndMono: undefined,
       parentState: localParent,
       startViolations,
@@ -247,6 +251,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const endMono = monotonicNow();
     const left = deadline instanceof DeadlineNode ? deadline.cutoffMono - endMono : deadline.expiresAtMs - Date.now();
     state.endedAtMono = endMono;
+    state.endedInTurn = currentTurn();
     const abortReason = abortReasonAt(deadline, left);
     // A command guard still in flight when its span ends without an error: the span ends on the reply.
     const outcome = preset ?? (state.statementInFlight && !endedWithError(span) ? 'completed' : outcomeAt(deadline, abortReason, left));
@@ -335,6 +340,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
           abortMono,
           lastChildEndMono: state.lastChildEndMono,
           parentEndMono,
+          endedInParentsTurn: state.parentState?.endedInTurn === state.endedInTurn,
           cutByPackage: cutByPackage(span),
         },
         this.lateGraceMs,

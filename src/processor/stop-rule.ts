@@ -8,7 +8,9 @@
  * gets `lateGraceMs` after its stop point. `ended_after_parent` is the same
  * rule with the parent's end as the stop point when the deadline had aborted
  * by then; otherwise a child still running after its parent ended is
- * undeclared fire-and-forget work, flagged however soon it ended after.
+ * undeclared fire-and-forget work, flagged however soon it ended after,
+ * unless it ended in the event-loop turn its parent ended in: then both
+ * ended on one event (event-loop-turn.ts).
  */
 export interface StopTimes {
   /** The span's start and end, on the monotonic clock. */
@@ -21,6 +23,8 @@ export interface StopTimes {
   lastChildEndMono: number | undefined;
   /** The end of its in-process parent, if that has ended. */
   parentEndMono: number | undefined;
+  /** The span ended in the event-loop turn its parent ended in. */
+  endedInParentsTurn?: boolean;
   /** A guard of this package cut the span's work and wrote the abort on it before it ended. */
   cutByPackage: boolean;
 }
@@ -56,7 +60,7 @@ export function judgeStop(times: StopTimes, graceMs: number): StopJudgement {
     // When the span's deadline aborted: recorded, or else at its cutoff.
     const abortedAt = reached ?? cutoffMono;
     const stopping = abortedAt <= parentEndMono;
-    if (!stopping) endedAfterParent = true;
+    if (!stopping) endedAfterParent = times.endedInParentsTurn !== true;
     else endedAfterParent = !cutByPackage && endMono - later(parentEndMono, lastChildEndMono) > graceMs;
   }
   return { stopLagMs, endedAfterDeadline, endedAfterParent };
