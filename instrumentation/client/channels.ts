@@ -170,7 +170,7 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     const raw = response.headers;
     const info = () => ({ transport: call.transport, method: call.method, url: undiciRequestUrl(request), statusCode });
     if (claimsEarlyReject(settings(), statusCode, rawHeader(raw, HEADER_DEADLINE_EXPIRED), rawHeader(raw, 'content-length'), info)) {
-      watchRejectBody(request, () => call.markRejectedByServer());
+      watchRejectBody(request, () => call.recordNotStarted());
     }
   };
   const onClosed = (message: unknown) => {

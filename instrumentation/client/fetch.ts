@@ -101,7 +101,7 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
           if (claim !== undefined) {
             // The clone was read; the original's body is not needed any more.
             void response.body?.cancel?.().catch(() => {});
-            call.markRejectedByServer();
+            call.recordNotStarted();
             call.apiSettled();
             throw errorFromClaim(operation, call.deadline, claim);
           }

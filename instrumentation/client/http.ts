@@ -138,7 +138,7 @@ function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, o
             putBack();
             emit.call(this, 'response', response);
           } else {
-            call.markRejectedByServer();
+            call.recordNotStarted();
             response.resume();
             emit.call(this, 'error', errorFromClaim(operation, call.deadline, claim));
           }

@@ -94,7 +94,7 @@ async function checkRejectReply(data: ResponseData, call: OutgoingCall, operatio
   }
   const claim = read.error === undefined ? parseRejectBody(read.bytes) : undefined;
   if (claim !== undefined) {
-    call.markRejectedByServer();
+    call.recordNotStarted();
     call.apiSettled();
     throw errorFromClaim(operation, call.deadline, claim);
   }
