@@ -1,5 +1,5 @@
 import { Duplex, Readable } from 'node:stream';
-import { context, type Context } from '@opentelemetry/api';
+import { context } from '@opentelemetry/api';
 import { beginCall, recordRefusal, type Decision } from './begin';
 import type { OutgoingCall } from './call';
 import type { ClientHost } from '../call/host';
@@ -13,10 +13,9 @@ import { headersWithDeadline } from './deadline-headers';
 
 /**
  * Wrappers for undici's `request`, `stream` and `pipeline`, both the top-level
- * functions (`(url, opts, handler)`) and the Dispatcher methods every Client,
- * Pool and Agent inherits (`(opts, handler, callback)`). undici's top-level
- * functions call the API implementation they were built with, not the
- * Dispatcher method we wrap, so a call is guarded once.
+ * functions (`(url, opts, handler)`) and the Dispatcher methods
+ * (`(opts, handler, callback)`). The top-level functions do not call the
+ * Dispatcher methods we wrap, so a call is guarded once.
  */
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
@@ -80,11 +79,7 @@ function failedDuplex(error: Error): Duplex {
   return duplex;
 }
 
-/**
- * Reads the small body of a reply whose headers claim an early reject, and
- * settles the call. A well-formed claim rejects with the error it stands
- * for; anything else resolves with the response, its body replayed.
- */
+/** Reads the small body of a claimed early reject and settles the call: a well-formed claim rejects, anything else resolves with the body replayed. */
 async function checkRejectReply(data: ResponseData, call: OutgoingCall, operation: string): Promise<ResponseData> {
   const read = await readSmallBody(data.body);
   // The cutoff passed while the claim was read: the call ends as any call cut at its cutoff does.
@@ -103,19 +98,10 @@ async function checkRejectReply(data: ResponseData, call: OutgoingCall, operatio
   return data;
 }
 
-/**
- * The call's result is out. A request the undici channel tied to the call
- * keeps it armed until the whole response is in. One that waited in a
- * dispatcher's queue was not tied to it (see OutgoingCall#hasTiedRequest): its
- * body, still arriving, stays under the call's cutoff until the stream closes.
- */
+/** The call's result is out; an untied request's body (OutgoingCall#hasTiedRequest) stays under the cutoff until it closes. */
 function settleWithBody(call: OutgoingCall, body: unknown): void {
   if (call.hasTiedRequest || call.observe || !(body instanceof Readable) || body.closed) return call.apiSettled();
   body.once('close', () => call.apiSettled());
-}
-
-function callOriginal(original: AnyFunction, self: unknown, args: unknown[], ctx: Context | undefined): unknown {
-  return ctx === undefined ? original.apply(self, args) : context.with(ctx, () => original.apply(self, args));
 }
 
 /** Calls the API with `options` in the decision's transport context. */
@@ -149,7 +135,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
         },
         ctx,
       );
-      if (decision.kind === 'pass') return callOriginal(original, this, args, decision.context);
+      if (decision.kind === 'pass') return context.with(decision.context ?? ctx, () => original.apply(this, args));
 
       // request(opts, callback) and stream(opts, factory, callback) report through a callback when given one.
       const callbackIndex = api === 'request' ? 0 : api === 'stream' ? 1 : -1;
@@ -165,21 +151,16 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
       }
 
       const { call } = decision;
-      // Set here, in the caller's context: a request queued in a Pool is only
-      // created (and seen by the undici channel) later, in another context.
-      // Off the propagateTo list, none: the undici channel also takes out any the caller or a propagator set.
+      // Set here, in the caller's context: a request queued in a Pool is created later, in another.
       const headers = decision.headers === undefined ? shape.options.headers : headersWithDeadline(shape.options.headers, decision.headers);
-      // undici does not fail a request queued for a pooled connection until it
-      // is dispatched, whatever its signal says, so an abort settles our
-      // promise (or destroys the pipeline) itself; the queued request is then
-      // aborted before it is written when its turn comes.
+      // undici fails a queued request only once it is dispatched, so an abort settles our
+      // promise (or destroys the pipeline) itself; the request is dropped unwritten later.
       let failNow: ((reason: unknown) => void) | undefined;
       let signal: unknown;
       if (call.observe) {
         call.arm(() => {});
         signal = callerSignal;
       } else {
-        // One signal for the cutoff and the caller's own (the call listens to that one).
         const controller = new AbortController();
         call.arm((reason) => {
           controller.abort(reason);
@@ -195,7 +176,6 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
         duplex.once('close', () => call.apiSettled());
         return duplex;
       }
-      // Our promise: the cutoff settles it while undici still holds a queued request.
       let resolveCall!: (result: unknown) => void;
       let rejectCall!: (error: unknown) => void;
       const promise = new Promise<unknown>((resolve, reject) => {
