@@ -6,11 +6,10 @@ import { DeadlineAttributes } from '../../src/attributes';
 const { OUTCOME, ABORT_CODE, ABORT_REASON, WOULD_ABORT, WOULD_REJECT } = DeadlineAttributes;
 
 /**
- * What the guards of a call in flight (HTTP call, database statement, gRPC
- * call) share: watching the deadline from `arm` to `disarm`, so a call
- * awaited after its deadline scope ended is still stopped at the cutoff, and
- * the outcome on every span the guard is shown, before or after it is recorded.
- * The transport plugs in how to stop the call and whether an abort leaves its effect unknown.
+ * What the guards of a call in flight (HTTP call, database statement) share:
+ * watching the deadline from `arm` to `disarm`, so a call awaited after its
+ * scope ended is still stopped at the cutoff, and the outcome on every span
+ * the guard is shown, before or after it is recorded.
  */
 export class CallGuard {
   private readonly spans: Span[] = [];
@@ -84,7 +83,7 @@ export class CallGuard {
 
   record(attributes: Record<string, string | boolean>): void {
     this.attributes = { ...this.attributes, ...attributes };
-    // A span its instrumentation has already ended keeps what it has: writing would only cost the SDK's warning.
+    // An ended span keeps what it has (writing would only log the SDK's warning).
     for (const span of this.spans) if (span.isRecording()) span.setAttributes(attributes);
   }
 }

@@ -26,15 +26,9 @@ interface RequestState {
   socket: Socket | undefined;
 }
 
-interface RequestMessage {
-  request: object;
-}
-interface SendHeadersMessage extends RequestMessage {
-  socket?: Socket;
-}
-interface ResponseMessage extends RequestMessage {
-  response?: { statusCode?: number; headers?: unknown[] };
-}
+type RequestMessage = { request: object };
+type SendHeadersMessage = RequestMessage & { socket?: Socket };
+type ResponseMessage = RequestMessage & { response?: { statusCode?: number; headers?: unknown[] } };
 
 type UndiciRequest = { headers?: unknown };
 

@@ -3,15 +3,13 @@ import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
 import { BAGGAGE_DEADLINE_KEY, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
 import { withDeadlineOnWire } from '../call/wire-context';
 import { headerText, mergeBaggage } from '../call/baggage-text';
+import { pairsOfList } from './strip-deadline';
 
 /**
- * The one writer of the deadline headers on an HTTP call this package
- * guards. The values are what our own DeadlinePropagator writes in the
- * caller's context, so they go out whatever global propagator the
- * application registered; the transport then runs in a context from which no
- * propagator writes them again (begin.ts). Values the caller set under these
- * names are replaced, and an existing `baggage` header keeps its entries with
- * ours merged in. Names are compared case-insensitively.
+ * The one writer of the deadline headers on an HTTP call this package guards:
+ * what our DeadlinePropagator writes in the caller's context, whatever global
+ * propagator is registered. The caller's values under these names are
+ * replaced; an existing `baggage` header keeps its entries, ours merged in.
  */
 
 const propagator = new DeadlinePropagator();
@@ -55,11 +53,7 @@ function pairsWithDeadline(pairs: readonly [unknown, unknown][], values: Deadlin
  */
 export function headersWithDeadline(headers: unknown, values: DeadlineHeaderValues): unknown {
   if (headers === undefined || headers === null) return Object.fromEntries(pairsWithDeadline([], values));
-  if (Array.isArray(headers) && !Array.isArray(headers[0])) {
-    const pairs: [unknown, unknown][] = [];
-    for (let i = 0; i + 1 < headers.length; i += 2) pairs.push([headers[i], headers[i + 1]]);
-    return pairsWithDeadline(pairs, values).flat();
-  }
+  if (Array.isArray(headers) && !Array.isArray(headers[0])) return pairsWithDeadline(pairsOfList(headers), values).flat();
   if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
     return pairsWithDeadline([...(headers as Iterable<[unknown, unknown]>)], values).flat();
   }
@@ -86,11 +80,10 @@ interface UndiciRequest {
 }
 
 /**
- * Adds, with undici's public `addHeader` in `undici:request:create`, each
- * deadline header an undici request does not carry: a request our wrappers
- * never saw (`Dispatcher#dispatch`, a fetch reference taken before the
- * instrumentation was enabled), or whose options an interceptor rewrote
- * inside the call. The list is only read, as undici documents it.
+ * Adds, with undici's public `addHeader`, each deadline header an undici
+ * request lacks: one our wrappers never saw (`Dispatcher#dispatch`, a fetch
+ * taken before the instrumentation was enabled), or whose options an
+ * interceptor rewrote.
  */
 export function addMissingDeadlineHeaders(request: UndiciRequest, valuesFor: () => DeadlineHeaderValues | undefined): void {
   const list = request.headers;

@@ -23,7 +23,8 @@ function pairsWithoutDeadline(pairs: readonly [unknown, unknown][]): [unknown, u
   return kept;
 }
 
-function pairsOfList(list: readonly unknown[]): [unknown, unknown][] {
+/** A flat `[name, value, ...]` header list as pairs. */
+export function pairsOfList(list: readonly unknown[]): [unknown, unknown][] {
   const pairs: [unknown, unknown][] = [];
   for (let i = 0; i + 1 < list.length; i += 2) pairs.push([list[i], list[i + 1]]);
   return pairs;
