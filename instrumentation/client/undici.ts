@@ -36,23 +36,14 @@ interface ResponseData {
   body: AsyncIterable<Uint8Array>;
 }
 
-/** Where the options sit in the arguments (rebuilt with new options by rebuildArgs). */
+/** A call's options, the arguments after them (handler, factory, callback), and how to put new ones in their place. */
 interface CallShape {
   options: UndiciOptions;
-  /** The arguments after the options (handler, factory, callback). Never written to. */
   rest: readonly unknown[];
-  /** A top-level call's URL argument, which goes before the options; `NO_URL` for a Dispatcher method. */
-  url: unknown;
+  rebuild(options: UndiciOptions, rest: readonly unknown[]): unknown[];
 }
 
 type Guarded = Extract<Decision, { kind: 'guard' }>;
-
-const NO_URL: unique symbol = Symbol('dispatcher call');
-
-/** The call's arguments with `options` and `rest` in place of its own. */
-function rebuildArgs(shape: CallShape, options: UndiciOptions, rest: readonly unknown[]): unknown[] {
-  return shape.url === NO_URL ? [options, ...rest] : [shape.url, options, ...rest];
-}
 
 function topLevelShape(args: unknown[]): CallShape {
   const url = args[0];
@@ -61,16 +52,13 @@ function topLevelShape(args: unknown[]): CallShape {
   // undici treats an options-like url object as the options when none are given.
   const implicit = typeof url === 'object' && url !== null && !(url instanceof URL) ? (url as UndiciOptions) : {};
   const rest = optionsGiven ? args.slice(2) : args.slice(1).filter((value) => value !== undefined);
-  return { options: optionsGiven ? (second as UndiciOptions) : implicit, rest, url };
+  return { options: optionsGiven ? (second as UndiciOptions) : implicit, rest, rebuild: (options, rest) => [url, options, ...rest] };
 }
 
 function dispatcherShape(args: unknown[]): CallShape {
   const options = args[0];
-  return {
-    options: (typeof options === 'object' && options !== null ? options : {}) as UndiciOptions,
-    rest: args.slice(1),
-    url: NO_URL,
-  };
+  const given = (typeof options === 'object' && options !== null ? options : {}) as UndiciOptions;
+  return { options: given, rest: args.slice(1), rebuild: (options, rest) => [options, ...rest] };
 }
 
 function failedDuplex(error: Error): Duplex {
@@ -107,7 +95,7 @@ function settleWithBody(call: OutgoingCall, body: unknown): void {
 /** Calls the API with `options` in the decision's transport context. */
 function invoke(original: AnyFunction, self: unknown, shape: CallShape, options: { headers: unknown; signal: unknown }, rest: readonly unknown[], decision: Guarded): unknown {
   try {
-    return context.with(decision.context, () => original.apply(self, rebuildArgs(shape, { ...shape.options, ...options }, rest)));
+    return context.with(decision.context, () => original.apply(self, shape.rebuild({ ...shape.options, ...options }, rest)));
   } catch (error) {
     // Thrown before undici took the request (a bad URL or option): nothing is in flight.
     decision.call.apiSettled();
@@ -156,19 +144,13 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
       // undici fails a queued request only once it is dispatched, so an abort settles our
       // promise (or destroys the pipeline) itself; the request is dropped unwritten later.
       let failNow: ((reason: unknown) => void) | undefined;
-      let signal: unknown;
-      if (call.observe) {
-        call.arm(() => {});
-        signal = callerSignal;
-      } else {
-        const controller = new AbortController();
-        call.arm((reason) => {
-          controller.abort(reason);
-          failNow?.(reason);
-        });
-        signal = controller.signal;
-      }
-      const options = { headers, signal };
+      // Observe mode never aborts: the caller's own signal goes as it is.
+      const controller = call.observe ? undefined : new AbortController();
+      call.arm((reason) => {
+        controller?.abort(reason);
+        failNow?.(reason);
+      });
+      const options = { headers, signal: controller?.signal ?? callerSignal };
 
       if (api === 'pipeline') {
         const duplex = invoke(original, this, shape, options, rest, decision) as Duplex;
