@@ -70,13 +70,12 @@ function closeRequest(request: object, state: RequestState): void {
  */
 export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => void {
   const states = new WeakMap<object, RequestState>();
-  const stateOf = (request: object) => states.get(request);
   const requestClasses = new RequestClassPatcher({
     // A request can reach its write after its cutoff (a blocked loop kept the timer
     // from running, or fetch dispatched it before its guard was armed): reading
     // `aborted` checks the clock, and the reason returned drops the request unwritten.
     beforeWrite: (request, abort) => {
-      const state = stateOf(request);
+      const state = states.get(request);
       const call = state?.call;
       if (call === undefined || call.observe) return undefined;
       state!.abortWrite = abort;
@@ -85,7 +84,7 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     // The whole response is in: the call lets go before the end is published, so a
     // later abort cannot destroy a body the caller already holds whole.
     beforeComplete: (request) => {
-      const state = stateOf(request);
+      const state = states.get(request);
       if (state !== undefined) closeRequest(request, state);
     },
   });
@@ -113,7 +112,7 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
   // Right before undici writes the headers: the last point the write can be given up.
   const onSendHeaders = (message: unknown) => {
     const { request, socket } = message as SendHeadersMessage;
-    const state = stateOf(request);
+    const state = states.get(request);
     const call = state?.call;
     if (call === undefined) return;
     const { abortWrite } = state!;
@@ -131,7 +130,7 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
   // on the body undici receives, so `not_started` lands on that span only when believed.
   const onResponseHeaders = (message: unknown) => {
     const { request, response } = message as ResponseMessage;
-    const call = stateOf(request)?.call;
+    const call = states.get(request)?.call;
     if (call === undefined || call.observe || response === undefined) return;
     const statusCode = Number(response.statusCode);
     if (statusCode !== settings().rejectStatusCode) return;
@@ -143,7 +142,7 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
   };
   const onClosed = (message: unknown) => {
     const { request } = message as RequestMessage;
-    const state = stateOf(request);
+    const state = states.get(request);
     if (state !== undefined) closeRequest(request, state);
   };
 

@@ -6,10 +6,8 @@ import { headerText, mergeBaggage } from '../call/baggage-text';
 import { pairsOfList } from './strip-deadline';
 
 /**
- * The one writer of the deadline headers on an HTTP call this package guards:
- * what our DeadlinePropagator writes in the caller's context, whatever global
- * propagator is registered. The caller's values under these names are
- * replaced; an existing `baggage` header keeps its entries, ours merged in.
+ * The one writer of the deadline headers on a guarded HTTP call: what our DeadlinePropagator writes in the
+ * caller's context, whatever propagator is registered. The caller's values are replaced; baggage is merged.
  */
 
 const propagator = new DeadlinePropagator();
@@ -46,11 +44,7 @@ function pairsWithDeadline(pairs: readonly [unknown, unknown][], values: Deadlin
   return out;
 }
 
-/**
- * A call's `headers` option with the deadline headers set: an object, a flat
- * `[name, value, ...]` list (node:http and undici), or an iterable of pairs
- * (undici), given back in the same form (pairs as a flat list).
- */
+/** A call's `headers` option (object, flat list or iterable of pairs) with the deadline headers set, in the same form (pairs as a flat list). */
 export function headersWithDeadline(headers: unknown, values: DeadlineHeaderValues): unknown {
   if (headers === undefined || headers === null) return Object.fromEntries(pairsWithDeadline([], values));
   if (Array.isArray(headers) && !Array.isArray(headers[0])) return pairsWithDeadline(pairsOfList(headers), values).flat();
@@ -79,12 +73,7 @@ interface UndiciRequest {
   addHeader?(name: string, value: string): unknown;
 }
 
-/**
- * Adds, with undici's public `addHeader`, each deadline header an undici
- * request lacks: one our wrappers never saw (`Dispatcher#dispatch`, a fetch
- * taken before the instrumentation was enabled), or whose options an
- * interceptor rewrote.
- */
+/** Adds (undici's public `addHeader`) each deadline header a request lacks: one our wrappers never saw, or an interceptor rewrote. */
 export function addMissingDeadlineHeaders(request: UndiciRequest, valuesFor: () => DeadlineHeaderValues | undefined): void {
   const list = request.headers;
   if (!Array.isArray(list) || typeof request.addHeader !== 'function') return;

@@ -48,10 +48,7 @@ function urlOf(parsed: RequestArgs, protocol: string): string | undefined {
   return `${String(o.protocol ?? protocol)}//${String(host)}${o.port === undefined ? '' : `:${String(o.port)}`}${String(o.path ?? '/')}`;
 }
 
-/**
- * An agent whose one connection fails at once, so a refused request errors and
- * closes the normal way without I/O (`agent.createConnection` is public API).
- */
+/** An agent whose one connection fails at once (public `createConnection`): a refused request errors and closes without I/O. */
 function refusingAgent(protocol: 'http:' | 'https:', error: Error): http.Agent {
   const agent = protocol === 'https:' ? new https.Agent() : new http.Agent();
   agent.createConnection = () => {
@@ -71,10 +68,8 @@ function refusedRequest(protocol: 'http:' | 'https:', parsed: RequestArgs, error
 }
 
 /**
- * A request destroyed while queued for a pooled socket does not error until
- * some socket frees up: take it out of the queue and let ClientRequest run its
- * socket-less destroy path now. Private parts of node:http (`agent.requests`,
- * `onSocket`): see docs/internals.md; exported for test/instrumentation/internals.test.ts.
+ * A request destroyed while queued for a pooled socket errors only once some socket frees up: take it out of the queue
+ * and run ClientRequest's socket-less destroy now. Private node:http parts (docs/internals.md); exported for its test.
  */
 export function failQueuedRequest(request: http.ClientRequest): void {
   const agent = (request as unknown as { agent?: unknown }).agent as (http.Agent & { requests?: Record<string, unknown[]> }) | undefined;
@@ -109,10 +104,8 @@ function hasBodyHeaders(request: http.ClientRequest): boolean {
 }
 
 /**
- * Turns an early-reject reply we believe into the matching error on the
- * request: 'response' (and a 'close' in between) is held while the small body
- * is read; a well-formed claim emits 'error' instead, anything else puts the
- * bytes back and delivers the response as it came.
+ * Turns an early-reject reply we believe into its error: 'response' (and 'close') is held while the small body is read;
+ * a well-formed claim emits 'error' instead, anything else puts the bytes back and delivers the response as it came.
  */
 function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, operation: string, settings: ResolvedConfig, url: string | undefined): void {
   const emit = request.emit;
@@ -153,15 +146,14 @@ function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation
   request.once('socket', (socket: Socket) => {
     const markSent = (connected: boolean) => {
       if (!call.hasBody) call.hasBody = hasBodyHeaders(request);
+      if (call.observe) return void (call.sent = true);
       // Reading `aborted` checks the clock (the timer may not have run yet): past the cutoff it aborts now, unwritten.
-      if (!call.observe && call.deadline.aborted) return;
+      if (call.deadline.aborted) return;
       call.sent = true;
-      // Held since the socket was assigned: the bytes go now, right after that look.
-      if (!call.observe && connected) socket.uncork();
+      // Corked since the socket was assigned: the bytes go now, right after that look.
+      if (connected) socket.uncork();
       // On a socket it already had, node:http builds the headers before socket.write: look once more in there.
-      if (!call.observe && !connected) {
-        checkBeforeNextWrite(socket, { owner: request, deadline: call.deadline, abort: (reason) => abortRequest(request, reason), refused: () => (call.sent = false) });
-      }
+      else checkBeforeNextWrite(socket, { owner: request, deadline: call.deadline, abort: (reason) => abortRequest(request, reason), refused: () => (call.sent = false) });
     };
     if (socket.connecting) {
       // node:http writes to a connecting socket at once and net sends the bytes on 'connect':
@@ -183,10 +175,8 @@ function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation
 let depth = 0;
 
 /**
- * Wraps node:http / node:https `request` or `get`. Under an active deadline
- * the call is refused with a request that fails without a connection, or its
- * headers get the deadline and it is destroyed at the cutoff wherever it is
- * (queued for a socket, waiting for the response, streaming the body).
+ * Wraps node:http / node:https `request` or `get`: under a deadline the call is refused with a request that fails
+ * without a connection, or gets the deadline headers and is destroyed at the cutoff wherever it is.
  */
 export function makeHttpWrapper(host: ClientHost, protocol: 'http:' | 'https:', isGet: boolean) {
   return (original: AnyFunction) =>

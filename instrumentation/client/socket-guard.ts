@@ -9,14 +9,11 @@ import { DeadlineNode, type Deadline } from '../../src/deadline';
  * (a public method; the class is untouched), and armed for the next write only.
  */
 
-/** What to do if the next write on a socket comes after the cutoff. */
+/** If `owner`'s next write comes after the cutoff: `refused()` (it was not written), then `abort(reason)` instead of the write. */
 interface PendingWrite {
-  /** The request the next write belongs to. */
   owner: object;
   deadline: Deadline;
-  /** Called with the abort reason instead of the write, after `refused`. */
   abort: (reason: unknown) => void;
-  /** Called first, before the deadline is aborted: the request was not written. */
   refused: () => void;
 }
 

@@ -11,12 +11,7 @@ import { replayBody } from './replay-body';
 import { dispatcherCallUrl, topLevelCallUrl } from './undici-target';
 import { headersWithDeadline } from './deadline-headers';
 
-/**
- * Wrappers for undici's `request`, `stream` and `pipeline`, both the top-level
- * functions (`(url, opts, handler)`) and the Dispatcher methods
- * (`(opts, handler, callback)`). The top-level functions do not call the
- * Dispatcher methods we wrap, so a call is guarded once.
- */
+/** Wrappers for undici's `request`, `stream` and `pipeline`: top-level `(url, opts, handler)` and Dispatcher `(opts, handler, callback)`. */
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Api = 'request' | 'stream' | 'pipeline';
