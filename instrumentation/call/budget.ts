@@ -2,13 +2,7 @@ import type { Deadline } from '../../src/deadline';
 import { DeadlineNode } from '../../src/deadline-node';
 import { DeadlineExceededError, errorForAbort, InsufficientBudgetError } from '../../src/errors';
 
-/** Whether a call may start under a deadline: shared by every transport's guard. */
-
-/**
- * The milliseconds left under `deadline`, or -1 once it has aborted: one
- * clock read for this package's deadlines, so a guard can refuse, arm and
- * clamp from the same reading.
- */
+/** The milliseconds left under `deadline`, or -1 once it has aborted: one clock read to refuse, arm and clamp from. */
 export function budgetLeft(deadline: Deadline): number {
   if (deadline instanceof DeadlineNode) return deadline.leftBeforeAbort();
   return deadline.aborted ? -1 : deadline.remainingMs();

@@ -6,11 +6,8 @@ import { DeadlineAttributes } from '../../src/attributes';
 const { OUTCOME, ABORT_CODE, ABORT_REASON, WOULD_ABORT, WOULD_REJECT } = DeadlineAttributes;
 
 /**
- * What the guards of a call in flight (HTTP call, database statement, gRPC
- * call) share: watching the deadline from `arm` to `disarm`, so a call
- * awaited after its deadline scope ended is still stopped at the cutoff, and
- * the outcome on every span the guard is shown, before or after it is recorded.
- * The transport plugs in how to stop the call and whether an abort leaves its effect unknown.
+ * The guard of a call in flight (HTTP call, database statement): it watches the deadline from `arm` to `disarm`,
+ * so a call awaited after its scope ended still stops at the cutoff, and writes the outcome on every span it is shown.
  */
 export class CallGuard {
   private readonly spans: Span[] = [];
@@ -28,11 +25,7 @@ export class CallGuard {
     span.setAttributes(this.attributes);
   }
 
-  /**
-   * Calls `stop(reason)` once when the deadline (or `signal`, the caller's
-   * own) aborts, at once if it has already, unless disarmed first. Observe
-   * mode only records `deadline.would_abort`.
-   */
+  /** Calls `stop(reason)` once when the deadline or the caller's `signal` aborts (at once if it has), unless disarmed; observe mode only records it. */
   arm(stop: (reason: unknown) => void, signal?: AbortSignal): void {
     if (this.stopWatching !== undefined) return;
     let fired = false;
@@ -84,7 +77,7 @@ export class CallGuard {
 
   record(attributes: Record<string, string | boolean>): void {
     this.attributes = { ...this.attributes, ...attributes };
-    // A span its instrumentation has already ended keeps what it has: writing would only cost the SDK's warning.
+    // An ended span keeps what it has (writing would only log the SDK's warning).
     for (const span of this.spans) if (span.isRecording()) span.setAttributes(attributes);
   }
 }

@@ -1,13 +1,7 @@
 import { createContextKey, propagation, type Baggage, type Context } from '@opentelemetry/api';
 import { DEADLINE_OFF_WIRE_KEY, getDeadline, isDeadlineOffWire, setDeadline, withoutBaggageEntry } from '../../src/context';
 
-/**
- * What the context a transport runs a guarded call in carries, shared by the
- * HTTP and gRPC clients: the call itself, for hooks inside the transport, and
- * whether the deadline may still be written there.
- */
-
-/** The outgoing call being made, for the hooks that run inside its transport (request hooks, channels). */
+/** The outgoing call being made (HTTP or gRPC), for the hooks that run inside its transport (request hooks, channels). */
 export const CALL_KEY = createContextKey('otel-deadline outgoing call');
 
 /** The value under CALL_KEY in `ctx`, if any. */
@@ -18,22 +12,15 @@ export function outgoingCallIn(ctx: Context): unknown {
 /** The caller's baggage, kept aside while withDeadlineWritten hides it from the propagators. */
 const HELD_BAGGAGE_KEY = createContextKey('otel-deadline baggage held by the call');
 
-/**
- * `ctx` whose deadline still holds here but is not sent on, for a call to a
- * host off `propagateTo`: the DeadlinePropagator writes nothing from it and
- * the baggage has no `deadline.at_ms` entry (a W3C baggage propagator still
- * sends the user's own entries).
- */
+/** `ctx` whose deadline still holds but is not sent on (a host off `propagateTo`); the user's own baggage entries still go. */
 export function withDeadlineOffWire(ctx: Context): Context {
   return withoutBaggageEntry(ctx.setValue(DEADLINE_OFF_WIRE_KEY, true));
 }
 
 /**
- * `ctx` for a transport whose request already carries every deadline header
- * and the baggage (the user's entries with ours) that the guard wrote, and
- * which appends whatever a propagator inside it writes (undici's `addHeader`
- * in `undici:request:create`, where instrumentation-undici injects): no
- * propagator there writes the deadline or the baggage a second time.
+ * `ctx` for a transport whose request already carries the deadline headers and
+ * baggage the guard wrote, and which appends what a propagator inside it
+ * writes (undici's `addHeader`): no propagator there writes them a second time.
  */
 export function withDeadlineWritten(ctx: Context): Context {
   const marked = ctx.setValue(DEADLINE_OFF_WIRE_KEY, true);
@@ -42,11 +29,9 @@ export function withDeadlineWritten(ctx: Context): Context {
 }
 
 /**
- * `ctx` undoing withDeadlineOffWire or withDeadlineWritten. The mark is meant
- * for the propagators inside the transport of the call that set it, but it
- * stays in every context made from that one, such as the one node:http runs
- * a response callback in. A call made from there decides for itself whether
- * its host gets the deadline (`propagateTo`), and runs under this when it does.
+ * `ctx` undoing withDeadlineOffWire or withDeadlineWritten, whose mark stays in
+ * every context made from the call's (a node:http response callback): a call
+ * made from there whose host gets the deadline runs under this.
  */
 export function withDeadlineOnWire(ctx: Context): Context {
   if (!isDeadlineOffWire(ctx)) return ctx;

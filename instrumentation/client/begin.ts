@@ -21,12 +21,8 @@ export interface CallRequest {
   url: () => string | undefined;
   callerSignal?: AbortSignal;
   /**
-   * The transport appends what a propagator inside it writes (undici's
-   * `addHeader`, fetch included): it then runs in a context from which no
-   * propagator writes the deadline or the baggage (withDeadlineWritten).
-   * node:http's headers are an object a propagator writes by name, and its
-   * response callbacks run in the transport's context, which must keep the
-   * user's baggage.
+   * The transport appends what a propagator inside it writes (undici, fetch), so it runs where none
+   * writes the deadline or baggage again (withDeadlineWritten); node:http's propagators write by name.
    */
   appendsHeaders?: boolean;
 }
@@ -34,19 +30,12 @@ export interface CallRequest {
 export type Decision =
   | { kind: 'pass'; context?: Context }
   | { kind: 'refuse'; error: Error }
-  /**
-   * `headers`: the deadline headers the call's request carries, computed in the caller's context;
-   * undefined when the call's first URL is off `propagateTo`. The transport runs in `context`.
-   */
+  /** `headers`: the deadline headers for the request (undefined off `propagateTo`); the transport runs in `context`. */
   | { kind: 'guard'; call: OutgoingCall; context: Context; headers: DeadlineHeaderValues | undefined };
 
 const PASS: Decision = { kind: 'pass' };
 
-/**
- * Decides what happens to one outgoing call: passed through untouched (no
- * deadline, tracing suppressed as exporters do, ignored by config), refused
- * before anything is sent, or guarded.
- */
+/** Decides whether one outgoing call passes untouched (no deadline, tracing suppressed, ignored), is refused, or is guarded. */
 export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: Context): Decision {
   if (isTracingSuppressed(ctx)) return PASS;
   const deadline = getDeadline(ctx);
@@ -56,13 +45,11 @@ export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: C
   if (ignore !== undefined) {
     const info: OutgoingRequestInfo = { transport: request.transport, method: request.method, url: request.url() };
     if (safeExecuteInTheMiddle(() => ignore(info), () => {}, true) === true) {
-      // Run without the deadline: no propagator inside the transport (a global
-      // one used by an http or undici instrumentation) writes it.
+      // Without the deadline: no propagator inside the transport writes it.
       return { kind: 'pass', context: withoutDeadline(ctx).setValue(CALL_KEY, IGNORED_CALL) };
     }
   }
   const observe = settings.mode === 'observe';
-  // The operation's name (a new string) only for a refusal.
   const left = budgetLeft(deadline);
   const refusal = mayStart(left, settings.minUsefulMs) ? undefined : refusalAt(deadline, left, `${request.transport} ${request.method}`, settings.minUsefulMs);
   if (refusal !== undefined && !observe) return { kind: 'refuse', error: refusal };
@@ -85,7 +72,7 @@ export function beginCall(settings: ResolvedConfig, request: CallRequest, ctx: C
 function transportContext(ctx: Context, call: OutgoingCall, propagate: boolean, appendsHeaders: boolean): Context {
   // Not for this host: the guard still holds, but no propagator in the transport writes the deadline.
   if (!propagate) return withDeadlineOffWire(ctx.setValue(CALL_KEY, call));
-  // Made where an earlier call to an unlisted host left its mark (a node:http response callback): this host is listed.
+  // Undoes the mark an earlier call to an unlisted host may have left (a node:http response callback).
   const onWire = withDeadlineOnWire(ctx).setValue(CALL_KEY, call);
   return appendsHeaders ? withDeadlineWritten(onWire) : onWire;
 }
@@ -97,10 +84,7 @@ export function activeClientSpan(ctx: Context): Span | undefined {
   return kind === SpanKind.CLIENT && span!.isRecording() ? span : undefined;
 }
 
-/**
- * A refused call never reaches a transport instrumentation, so the refusal is
- * recorded on a client span of our own, unless the caller is already inside one.
- */
+/** A refused call never reaches a transport instrumentation: the refusal goes on a client span of our own, unless one covers the caller. */
 export function recordRefusal(tracer: Tracer, ctx: Context, method: string, error: Error): void {
   const covering = activeClientSpan(ctx);
   const span = covering ?? tracer.startSpan(method, { kind: SpanKind.CLIENT, attributes: { 'http.request.method': method } }, ctx);

@@ -26,38 +26,26 @@ interface RequestState {
   socket: Socket | undefined;
 }
 
-interface RequestMessage {
-  request: object;
-}
-interface SendHeadersMessage extends RequestMessage {
-  socket?: Socket;
-}
-interface ResponseMessage extends RequestMessage {
-  response?: { statusCode?: number; headers?: unknown[] };
-}
+type RequestMessage = { request: object };
+type SendHeadersMessage = RequestMessage & { socket?: Socket };
+type ResponseMessage = RequestMessage & { response?: { statusCode?: number; headers?: unknown[] } };
 
 type UndiciRequest = { headers?: unknown };
 
 /**
- * The contexts new undici connections were opened in. undici publishes
- * `undici:client:beforeConnect` synchronously right before it opens the
- * socket, so the socket, and every callback undici runs from it, keeps the
- * context active there: that of whichever request opened the connection. A
- * request that waited in a dispatcher's queue (a Pool's, an Agent's pools')
- * is created from those callbacks when a connection frees up, in that context
- * and not its caller's; so is a redirect hop. Such a context says nothing
- * about the deadline of the request being created.
+ * The contexts new undici connections were opened in (`beforeConnect` runs
+ * synchronously before the socket opens, and its callbacks keep that context).
+ * A request that waited in a dispatcher's queue, or a redirect hop, is created
+ * from those callbacks: such a context says nothing about its deadline.
  */
 const connectionContexts = new WeakSet<Context>();
 const onBeforeConnect = (): void => void connectionContexts.add(context.active());
 
 /**
  * The call a request being created belongs to, from the call marker `ctx`
- * holds. In a context a connection was opened in, a marker under the context
- * key may be the call of the request that opened the connection (a fetch,
- * which runs in a context of its own), still waiting for a redirect hop: the
- * request is tied to it only when it carries that call's own cutoff, as the
- * hop does. Another request with the same cutoff would be judged the same.
+ * holds. In a connection's context the marker may be the call that opened it
+ * (a fetch waiting for a redirect hop): the request is tied to it only when it
+ * carries that call's own cutoff, as the hop does.
  */
 function callOfRequest(request: UndiciRequest, marker: OutgoingCall | undefined, ctx: Context): OutgoingCall | undefined {
   if (marker === undefined || marker.settled) return undefined;
@@ -76,42 +64,28 @@ function closeRequest(request: object, state: RequestState): void {
 }
 
 /**
- * Subscribes to the undici diagnostics channels. Node's bundled undici (global
- * fetch) and undici from npm are separate copies, but both publish on these
- * global channel names, so this is the one place that sees every request of
- * either, synchronously, in the caller's async context:
- * - `undici:request:create` adds the deadline headers a request lacks, or takes them out of one to a host off `propagateTo`, and ties the request to its call;
- * - `undici:client:sendHeaders` checks the cutoff before the write (and arms a last check inside it), and marks it as possibly received;
- * - `undici:request:headers` spots an early-reject reply before the span ends;
- * - `undici:request:trailers` / `undici:request:error` close it.
- * Returns the unsubscribe function.
+ * Subscribes to the undici diagnostics channels, where both Node's bundled
+ * undici (global fetch) and undici from npm publish every request,
+ * synchronously, in the caller's context. Returns the unsubscribe function.
  */
 export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => void {
   const states = new WeakMap<object, RequestState>();
-  const stateOf = (request: object) => states.get(request);
   const requestClasses = new RequestClassPatcher({
-    // undici calls a request's `onConnect` right before writing it. A request
-    // can get there after its cutoff: it waited for a busy connection while a
-    // blocked event loop kept the abort timer from running, or global fetch
-    // dispatched it inside the fetch() call, before the call's guard was
-    // armed. Reading the deadline's clock here aborts the deadline at once,
-    // and the reason returned makes undici drop the request unwritten.
+    // A request can reach its write after its cutoff (a blocked loop kept the timer
+    // from running, or fetch dispatched it before its guard was armed): reading
+    // `aborted` checks the clock, and the reason returned drops the request unwritten.
     beforeWrite: (request, abort) => {
-      const state = stateOf(request);
+      const state = states.get(request);
       const call = state?.call;
       if (call === undefined || call.observe) return undefined;
       state!.abortWrite = abort;
       return call.deadline.aborted ? call.deadline.abortReason : undefined;
     },
-    // The whole response has arrived: nothing is left on the network to cut.
-    // The call lets go here, before undici publishes the end of the request:
-    // a span ended by that message may read the deadline, and an abort
-    // reaching the call then would destroy a body the caller already holds
-    // whole (and may have finished reading, leaving no 'error' listener).
+    // The whole response is in: the call lets go before the end is published, so a
+    // later abort cannot destroy a body the caller already holds whole.
     beforeComplete: (request) => {
-      const state = stateOf(request);
-      if (state === undefined) return;
-      closeRequest(request, state);
+      const state = states.get(request);
+      if (state !== undefined) closeRequest(request, state);
     },
   });
 
@@ -122,31 +96,26 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     if (marker === IGNORED_CALL) return;
     requestClasses.patchClassOf(request);
     const call = callOfRequest(request as UndiciRequest, marker, ctx);
-    // Every request is one hop: a redirect to a host off the list gets no deadline headers. Taking
-    // them out is safe whichever context this is: a redirect hop copies its first hop's headers.
+    // Every request is one hop: a redirect to a host off the list gets no deadline headers.
     const allowed = settings().propagatesTo;
     const involved = allowed !== undefined && (call !== undefined || (!isTracingSuppressed(ctx) && getDeadline(ctx) !== undefined));
     if (involved && !allowed(undiciRequestUrl(request))) {
       if (Array.isArray((request as UndiciRequest).headers)) stripDeadlineHeadersInList((request as UndiciRequest).headers as unknown[]);
     } else if (call !== undefined || !connectionContexts.has(ctx)) {
-      // Created in its caller's context (its own call's dispatch always is). One created from a
-      // connection's callbacks carries what its own options gave it, and no deadline from here.
+      // Created in its caller's context; one created from a connection's callbacks gets no deadline from here.
       addMissingDeadlineHeaders(request, () => deadlineHeaderValues(ctx));
     }
     if (call === undefined) return;
     states.set(request, { call, abortWrite: undefined, socket: undefined });
     call.requestOpened();
   };
-  // Published synchronously right before undici writes the headers: the last
-  // point at which the write can still be given up. The cutoff may have passed
-  // since onConnect (a GC pause, a slow header build); if so, undici's abort
-  // destroys the socket, and the write that follows puts nothing on the wire.
+  // Right before undici writes the headers: the last point the write can be given up.
   const onSendHeaders = (message: unknown) => {
     const { request, socket } = message as SendHeadersMessage;
-    const state = stateOf(request);
+    const state = states.get(request);
     const call = state?.call;
     if (call === undefined) return;
-    const abortWrite = state!.abortWrite;
+    const { abortWrite } = state!;
     if (!call.observe && abortWrite !== undefined) {
       if (call.deadline.aborted) return abortWrite(call.deadline.abortReason);
       // undici still builds the header string before it writes: look once more inside the write.
@@ -157,25 +126,23 @@ export function subscribeUndiciChannels(settings: () => ResolvedConfig): () => v
     }
     call.sent = true;
   };
-  // The transport's span ends in the trailers channel, before the caller reads
-  // the body: an early reject is judged on the body undici receives, so that
-  // `not_started` lands on that span only when the reply is believed.
+  // The transport's span ends before the caller reads the body: an early reject is judged
+  // on the body undici receives, so `not_started` lands on that span only when believed.
   const onResponseHeaders = (message: unknown) => {
     const { request, response } = message as ResponseMessage;
-    const call = stateOf(request)?.call;
+    const call = states.get(request)?.call;
     if (call === undefined || call.observe || response === undefined) return;
     const statusCode = Number(response.statusCode);
-    // Before scanning the raw header list twice: almost no reply has the refusal status.
     if (statusCode !== settings().rejectStatusCode) return;
     const raw = response.headers;
     const info = () => ({ transport: call.transport, method: call.method, url: undiciRequestUrl(request), statusCode });
     if (claimsEarlyReject(settings(), statusCode, rawHeader(raw, HEADER_DEADLINE_EXPIRED), rawHeader(raw, 'content-length'), info)) {
-      watchRejectBody(request, () => call.markRejectedByServer());
+      watchRejectBody(request, () => call.recordNotStarted());
     }
   };
   const onClosed = (message: unknown) => {
     const { request } = message as RequestMessage;
-    const state = stateOf(request);
+    const state = states.get(request);
     if (state !== undefined) closeRequest(request, state);
   };
 

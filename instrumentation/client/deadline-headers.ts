@@ -3,15 +3,11 @@ import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
 import { BAGGAGE_DEADLINE_KEY, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
 import { withDeadlineOnWire } from '../call/wire-context';
 import { headerText, mergeBaggage } from '../call/baggage-text';
+import { pairsOfList } from './strip-deadline';
 
 /**
- * The one writer of the deadline headers on an HTTP call this package
- * guards. The values are what our own DeadlinePropagator writes in the
- * caller's context, so they go out whatever global propagator the
- * application registered; the transport then runs in a context from which no
- * propagator writes them again (begin.ts). Values the caller set under these
- * names are replaced, and an existing `baggage` header keeps its entries with
- * ours merged in. Names are compared case-insensitively.
+ * The one writer of the deadline headers on a guarded HTTP call: what our DeadlinePropagator writes in the
+ * caller's context, whatever propagator is registered. The caller's values are replaced; baggage is merged.
  */
 
 const propagator = new DeadlinePropagator();
@@ -48,18 +44,10 @@ function pairsWithDeadline(pairs: readonly [unknown, unknown][], values: Deadlin
   return out;
 }
 
-/**
- * A call's `headers` option with the deadline headers set: an object, a flat
- * `[name, value, ...]` list (node:http and undici), or an iterable of pairs
- * (undici), given back in the same form (pairs as a flat list).
- */
+/** A call's `headers` option (object, flat list or iterable of pairs) with the deadline headers set, in the same form (pairs as a flat list). */
 export function headersWithDeadline(headers: unknown, values: DeadlineHeaderValues): unknown {
   if (headers === undefined || headers === null) return Object.fromEntries(pairsWithDeadline([], values));
-  if (Array.isArray(headers) && !Array.isArray(headers[0])) {
-    const pairs: [unknown, unknown][] = [];
-    for (let i = 0; i + 1 < headers.length; i += 2) pairs.push([headers[i], headers[i + 1]]);
-    return pairsWithDeadline(pairs, values).flat();
-  }
+  if (Array.isArray(headers) && !Array.isArray(headers[0])) return pairsWithDeadline(pairsOfList(headers), values).flat();
   if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
     return pairsWithDeadline([...(headers as Iterable<[unknown, unknown]>)], values).flat();
   }
@@ -85,13 +73,7 @@ interface UndiciRequest {
   addHeader?(name: string, value: string): unknown;
 }
 
-/**
- * Adds, with undici's public `addHeader` in `undici:request:create`, each
- * deadline header an undici request does not carry: a request our wrappers
- * never saw (`Dispatcher#dispatch`, a fetch reference taken before the
- * instrumentation was enabled), or whose options an interceptor rewrote
- * inside the call. The list is only read, as undici documents it.
- */
+/** Adds (undici's public `addHeader`) each deadline header a request lacks: one our wrappers never saw, or an interceptor rewrote. */
 export function addMissingDeadlineHeaders(request: UndiciRequest, valuesFor: () => DeadlineHeaderValues | undefined): void {
   const list = request.headers;
   if (!Array.isArray(list) || typeof request.addHeader !== 'function') return;

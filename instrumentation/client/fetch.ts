@@ -32,11 +32,7 @@ function asRequest(input: unknown): RequestLike | undefined {
     : undefined;
 }
 
-/**
- * What an early-reject reply claims, if the response is one we believe. The
- * body is read from a clone, so a response we do not believe goes back to the
- * caller untouched, body included.
- */
+/** What an early-reject reply we believe claims; the body is read from a clone, so any other goes back untouched. */
 async function rejectClaimOf(settings: ResolvedConfig, call: OutgoingCall, transport: 'fetch' | 'undici', requestUrl: string, response: FetchResponse): Promise<RejectClaim | undefined> {
   const info = () => ({ transport, method: call.method, url: response.url || requestUrl, statusCode: response.status });
   const { headers } = response;
@@ -48,10 +44,8 @@ async function rejectClaimOf(settings: ResolvedConfig, call: OutgoingCall, trans
 /**
  * Wraps a WHATWG fetch (global fetch, or undici's). Under an active deadline
  * the call is refused before anything is sent, or runs with one signal that
- * aborts at the cutoff or when the caller's own signal aborts, whichever comes
- * first. fetch rejects with the signal's reason as is, so the rejection (and
- * a body read interrupted later) is the DeadlineExceededError itself, not its
- * `cause`.
+ * aborts at the cutoff or with the caller's own; fetch rejects with that
+ * signal's reason, so the error is the deadline's own.
  */
 export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici') {
   return (original: FetchFunction) =>
@@ -60,28 +54,25 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
       const request = asRequest(input);
       const method = String(init?.method ?? request?.method ?? 'GET').toUpperCase();
       const callerSignal = (init?.signal ?? request?.signal) as AbortSignal | undefined;
+      const requestUrl = () => request?.url ?? String(input);
       const decision = beginCall(
         host.settings,
         {
           transport,
           method,
           hasBody: init?.body != null || request?.body != null,
-          url: () => (request?.url ?? String(input)),
+          url: requestUrl,
           callerSignal: callerSignal instanceof AbortSignal ? callerSignal : undefined,
           appendsHeaders: true,
         },
         ctx,
       );
-      if (decision.kind === 'pass') {
-        if (decision.context === undefined) return original.call(this, input, init);
-        return context.with(decision.context, () => original.call(this, input, init));
-      }
+      if (decision.kind === 'pass') return context.with(decision.context ?? ctx, () => original.call(this, input, init));
       if (decision.kind === 'refuse') {
         recordRefusal(host.tracer, ctx, method, decision.error);
         return Promise.reject(decision.error);
       }
       const { call } = decision;
-      const requestUrl = request?.url ?? String(input);
       // Off the propagateTo list, none: the undici channel also takes out any the caller or a propagator set.
       const headers =
         decision.headers === undefined
@@ -94,21 +85,19 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
       const pending = context.with(decision.context, () => original.call(this, input, options));
       // Armed once fetch has returned: Node 20's fetch asserts (and the process dies) if its signal
       // aborts while fetch() is still setting up, and undici's request channel runs in there.
-      call.arm(controller === undefined ? () => {} : (reason) => controller.abort(reason));
+      call.arm((reason) => controller?.abort(reason));
       return pending.then(
         async (response) => {
-          const claim = call.observe ? undefined : await rejectClaimOf(host.settings, call, transport, requestUrl, response).catch(() => undefined);
+          const claim = call.observe ? undefined : await rejectClaimOf(host.settings, call, transport, requestUrl(), response).catch(() => undefined);
           if (claim !== undefined) {
             // The clone was read; the original's body is not needed any more.
             void response.body?.cancel?.().catch(() => {});
-            call.markRejectedByServer();
+            call.recordNotStarted();
             call.apiSettled();
             throw errorFromClaim(operation, call.deadline, claim);
           }
-          // A request that waited in a dispatcher's queue was not tied to this call (see
-          // OutgoingCall#hasTiedRequest), and a fetch body does not say when it has all
-          // arrived: the call then stays armed until its cutoff, which errors a body still
-          // being read, as the caller's own signal would.
+          // An untied request (OutgoingCall#hasTiedRequest): a fetch body does not say when it is all
+          // in, so the call stays armed until its cutoff, erroring a body still being read.
           if (call.hasTiedRequest || call.observe || response.body == null) call.apiSettled();
           return response;
         },

@@ -48,12 +48,7 @@ function urlOf(parsed: RequestArgs, protocol: string): string | undefined {
   return `${String(o.protocol ?? protocol)}//${String(host)}${o.port === undefined ? '' : `:${String(o.port)}`}${String(o.path ?? '/')}`;
 }
 
-/**
- * An agent of the request's protocol whose one connection fails at once: the
- * refused request errors and closes the normal way without any I/O. Only
- * public API: `agent.createConnection` is documented for overriding, and an
- * agent of the right class passes ClientRequest's protocol check.
- */
+/** An agent whose one connection fails at once (public `createConnection`): a refused request errors and closes without I/O. */
 function refusingAgent(protocol: 'http:' | 'https:', error: Error): http.Agent {
   const agent = protocol === 'https:' ? new https.Agent() : new http.Agent();
   agent.createConnection = () => {
@@ -73,12 +68,8 @@ function refusedRequest(protocol: 'http:' | 'https:', parsed: RequestArgs, error
 }
 
 /**
- * A request destroyed while it waits in its agent's queue for a pooled socket
- * does not error until some socket frees up (Node 20, 22 and 24 alike). Take it
- * out of the queue and let ClientRequest run its own socket-less destroy path
- * (error, then close) now. Private parts of node:http: `agent.requests` (listed
- * in the docs, "do not modify") and `onSocket`; test/instrumentation/internals.test.ts
- * fails on any line where they change. Exported for that test.
+ * A request destroyed while queued for a pooled socket errors only once some socket frees up: take it out of the queue
+ * and run ClientRequest's socket-less destroy now. Private node:http parts (docs/internals.md); exported for its test.
  */
 export function failQueuedRequest(request: http.ClientRequest): void {
   const agent = (request as unknown as { agent?: unknown }).agent as (http.Agent & { requests?: Record<string, unknown[]> }) | undefined;
@@ -95,8 +86,7 @@ export function failQueuedRequest(request: http.ClientRequest): void {
 }
 
 function abortRequest(request: http.ClientRequest, reason: unknown): void {
-  // A request that is over may still name the kept-alive socket it used, now
-  // back in the agent's pool or serving another request: that one is not ours to destroy.
+  // A request that is over may still name a kept-alive socket now serving another: not ours to destroy.
   const socket = request.socket as (Socket & { _httpMessage?: unknown }) | null;
   if (socket != null && socket._httpMessage !== request) return;
   const response = (request as unknown as { res?: http.IncomingMessage | null }).res;
@@ -114,11 +104,8 @@ function hasBodyHeaders(request: http.ClientRequest): boolean {
 }
 
 /**
- * Turns an early-reject reply we believe into the matching error on the
- * request: the 'response' event is held while the small body is read; a
- * well-formed claim then emits 'error' instead, anything else puts the bytes
- * back and delivers the response as it came. A 'close' that comes in between
- * is held back until after that.
+ * Turns an early-reject reply we believe into its error: 'response' (and 'close') is held while the small body is read;
+ * a well-formed claim emits 'error' instead, anything else puts the bytes back and delivers the response as it came.
  */
 function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, operation: string, settings: ResolvedConfig, url: string | undefined): void {
   const emit = request.emit;
@@ -138,7 +125,7 @@ function convertRejectReplies(request: http.ClientRequest, call: OutgoingCall, o
             putBack();
             emit.call(this, 'response', response);
           } else {
-            call.markRejectedByServer();
+            call.recordNotStarted();
             response.resume();
             emit.call(this, 'error', errorFromClaim(operation, call.deadline, claim));
           }
@@ -159,22 +146,18 @@ function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation
   request.once('socket', (socket: Socket) => {
     const markSent = (connected: boolean) => {
       if (!call.hasBody) call.hasBody = hasBodyHeaders(request);
-      // The abort timer may not have run yet (a busy loop): reading `aborted` checks the clock and,
-      // past the cutoff, aborts now, so the request is destroyed before its headers are written.
-      if (!call.observe && call.deadline.aborted) return;
+      if (call.observe) return void (call.sent = true);
+      // Reading `aborted` checks the clock (the timer may not have run yet): past the cutoff it aborts now, unwritten.
+      if (call.deadline.aborted) return;
       call.sent = true;
-      // Held since the socket was assigned: the bytes go now, right after that look.
-      if (!call.observe && connected) socket.uncork();
-      // On a socket it already had, node:http builds the headers and then calls socket.write:
-      // look once more in there.
-      if (!call.observe && !connected) {
-        checkBeforeNextWrite(socket, { owner: request, deadline: call.deadline, abort: (reason) => abortRequest(request, reason), refused: () => (call.sent = false) });
-      }
+      // Corked since the socket was assigned: the bytes go now, right after that look.
+      if (connected) socket.uncork();
+      // On a socket it already had, node:http builds the headers before socket.write: look once more in there.
+      else checkBeforeNextWrite(socket, { owner: request, deadline: call.deadline, abort: (reason) => abortRequest(request, reason), refused: () => (call.sent = false) });
     };
     if (socket.connecting) {
-      // node:http writes to a connecting socket at once, and net sends the queued bytes from
-      // its own 'connect' listener, after this one and any other: a pause in those would send
-      // them past the look below. Corked, they stay in the socket until this listener lets them go.
+      // node:http writes to a connecting socket at once and net sends the bytes on 'connect':
+      // corked, they stay in the socket until the look in this listener lets them go.
       if (!call.observe) socket.cork();
       socket.once('connect', () => markSent(true));
     } else markSent(false);
@@ -192,11 +175,8 @@ function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation
 let depth = 0;
 
 /**
- * Wraps node:http / node:https `request` or `get`. Under an active deadline
- * the call is refused with a request that fails without opening a connection,
- * or its headers get the deadline and it is destroyed at the cutoff with the
- * deadline's error, wherever it is: queued for a pooled socket, waiting for
- * the response, or streaming the response body.
+ * Wraps node:http / node:https `request` or `get`: under a deadline the call is refused with a request that fails
+ * without a connection, or gets the deadline headers and is destroyed at the cutoff wherever it is.
  */
 export function makeHttpWrapper(host: ClientHost, protocol: 'http:' | 'https:', isGet: boolean) {
   return (original: AnyFunction) =>
@@ -212,9 +192,7 @@ export function makeHttpWrapper(host: ClientHost, protocol: 'http:' | 'https:', 
       );
       if (decision.kind === 'pass') {
         if (decision.context === undefined) return original.apply(this, args);
-        // An excluded call carries no deadline: it runs under its marker, so a
-        // propagator inside the transport adds none, and deadline headers an
-        // http instrumentation wrapping outside ours already injected come out.
+        // An excluded call: deadline headers an http instrumentation outside ours injected come out.
         const headers = parsed.options?.headers;
         const callArgs = headers === undefined ? args : buildArgs(parsed, { headers: headersWithoutDeadline(headers) });
         return context.with(decision.context, () => original.apply(this, callArgs));

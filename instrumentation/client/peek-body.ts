@@ -1,12 +1,9 @@
 import type { Readable } from 'node:stream';
 
 /**
- * Reads the first `length` bytes of a response stream without taking them
- * from its reader: `done(bytes, putBack)` gets what was read, and `putBack()`
- * returns it to the front of the stream (`unshift`), so a listener added
- * afterwards reads the body from its first byte. The bytes are taken with
- * 'readable'/read() and put back in the same turn, before the stream can
- * emit 'end'. A stream that ends or fails early gives what it had.
+ * Reads the first `length` bytes of a response stream (what it had, if it ends
+ * or fails early); `putBack()` unshifts them in the same turn, before 'end', so
+ * a reader added afterwards gets the body from its first byte.
  */
 export function peekBody(stream: Readable, length: number, done: (bytes: Buffer, putBack: () => void) => void): void {
   const chunks: Buffer[] = [];

@@ -7,13 +7,9 @@ interface WatchedRequest {
 }
 
 /**
- * Watches the body undici receives for one request whose reply headers
- * claim an early reject, and calls `onClaim` if the body is a well-formed
- * one, when the response completes: before the `undici:request:trailers`
- * channel, where the transport's client span ends, and before the caller
- * reads the body. Patched on this one request, as an own property: such
- * replies are rare, and every other request keeps its class's shape and
- * methods (see request-class.ts).
+ * Watches the body undici receives for one request whose reply headers claim
+ * an early reject, and calls `onClaim` on completion if the body is a
+ * well-formed one: before the transport's span ends and the caller reads it.
  */
 export function watchRejectBody(request: object, onClaim: () => void): void {
   const watched = request as WatchedRequest;

@@ -4,29 +4,18 @@ import type { ResolvedConfig } from '../config';
 import type { ReplyInfo } from '../types';
 
 /**
- * Early-reject replies as evidence. A reply is taken as "the server refused
- * this request before running anything" only when all of these hold:
- * - the peer is trusted (`trustReply`; by default every peer, or only the
- *   `propagateTo` hosts when that list is set);
- * - the status is the refusal status (`rejectStatusCode`, 504 by default:
- *   the same setting the server side answers with), so a 2xx never is one;
- * - `x-deadline-expired` is exactly `1`;
- * - the body is declared with a content-length of at most MAX_REPLY_BODY_BYTES
- *   and is one of the two bodies a server writes, with numbers in range.
- * Anything else is an ordinary response and is returned as it is.
+ * Early-reject replies as evidence: a reply means "the server refused this
+ * request before running anything" only from a trusted peer (`trustReply`),
+ * with the refusal status (`rejectStatusCode`), `x-deadline-expired: 1`, and a
+ * small declared body that is one of the two a server writes. Anything else
+ * is an ordinary response.
  */
 
 /** Early-reject bodies are a few dozen bytes; anything larger is not one. */
 export const MAX_REPLY_BODY_BYTES = 1024;
 
-/** What a body read left: the bytes read, and the error that stopped it, if any. */
-export interface ReadResult {
-  bytes: Buffer;
-  error?: unknown;
-}
-
-/** Reads a small body whole (its declared length was checked by `claimsEarlyReject`). */
-export async function readSmallBody(body: AsyncIterable<Uint8Array | string> | null | undefined): Promise<ReadResult> {
+/** Reads a small body whole (its declared length was checked by `claimsEarlyReject`), with the error that stopped it, if any. */
+export async function readSmallBody(body: AsyncIterable<Uint8Array | string> | null | undefined): Promise<{ bytes: Buffer; error?: unknown }> {
   const chunks: Buffer[] = [];
   if (body == null) return { bytes: Buffer.alloc(0) };
   let size = 0;
@@ -49,7 +38,6 @@ export function rawHeader(raw: readonly unknown[] | undefined, name: string): st
   if (!Array.isArray(raw)) return undefined;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const key = raw[i] as { length?: unknown } | null | undefined;
-    // Names are Buffers here: compare lengths before making strings of them.
     if (key?.length !== name.length) continue;
     if (String(key).toLowerCase() === name) return String(raw[i + 1]);
   }
@@ -63,13 +51,7 @@ function declaredSmall(contentLength: unknown): boolean {
   return length > 0 && length <= MAX_REPLY_BODY_BYTES;
 }
 
-/**
- * What the headers of a reply must show before its body is worth reading:
- * the refusal status, the marker, a small declared body, and a trusted peer
- * (asked last: it runs the user's hook). `info` is built only then: every
- * reply passes through here, and its URL costs string work that almost none
- * of them need.
- */
+/** Whether a reply's headers make its body worth reading; the peer is asked last (the user's hook, with `info` built only then). */
 export function claimsEarlyReject(settings: ResolvedConfig, statusCode: number, marker: unknown, contentLength: unknown, info: () => ReplyInfo): boolean {
   return statusCode === settings.rejectStatusCode && isRejectValue(marker) && declaredSmall(contentLength) && settings.trustsReply(info());
 }

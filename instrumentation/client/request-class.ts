@@ -1,19 +1,13 @@
 /**
- * Hooks on undici's internal Request class, for the requests our channel
- * subscriber has seen. Installed once per copy of undici (npm's and the one
- * behind global fetch) on the class prototype, the first time one of its
- * requests is created: patching each request instead would give every
- * request its own object shape, which slows undici's hot paths down.
+ * Hooks on undici's internal Request class (docs/internals.md), installed once
+ * per copy of undici (npm's and global fetch's), on the prototype, the first
+ * time the channel subscriber sees one of its requests.
  */
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
 export interface RequestClassHooks {
-  /**
-   * Runs when undici is about to write the request on a connection, with the
-   * function that aborts it there (undici's own, from `onConnect`). A reason
-   * returned here aborts the request at once, so undici never writes it.
-   */
+  /** Runs before undici writes the request, with undici's abort from `onConnect`; a reason returned aborts it unwritten. */
   beforeWrite(request: object, abort: (reason: unknown) => void): unknown;
   /** Runs when the response is complete, before the `undici:request:trailers` channel (where span ends happen). */
   beforeComplete?(request: object): void;
@@ -40,9 +34,7 @@ export class RequestClassPatcher {
     this.seen.add(proto);
     const isActive = () => this.active;
     const { hooks } = this;
-    // undici hands onConnect the function that aborts this request; called
-    // before onConnect returns, it marks the request aborted, and undici's
-    // writers check exactly that before the first byte goes out.
+    // Called before onConnect returns, the abort marks the request aborted, which undici's writers check.
     this.wrap(proto, 'onConnect', (original) =>
       function (this: unknown, ...args: unknown[]) {
         const abort = args[0];

@@ -3,30 +3,18 @@ import type { Deadline } from '../../src/deadline';
 import { DeadlineNode } from '../../src/deadline-node';
 
 /**
- * The last look at the clock before a guarded request's first bytes go to
- * its socket.
- *
- * The transports check the deadline right before they write a request
- * (undici's sendHeaders, node:http's socket assignment), but they still
- * build strings between that check and `socket.write`, and an allocation
- * there can start a garbage collection that outlasts the cutoff: the request
- * then goes out late. Checking again inside `socket.write` itself, before
- * anything is allocated, leaves no such gap.
- *
- * The socket's `write` is wrapped once, on the socket (a public method of a
- * long-lived object; the class is untouched), and a guard is armed for the
- * next write only: every later write of the same request, and every write of
- * an unguarded request, costs one property read.
+ * The last look at the clock before a guarded request's first bytes go to its
+ * socket. The transports check the deadline before they build the request's
+ * headers, and a GC pause in that build can outlast the cutoff; checking inside
+ * `socket.write` leaves no such gap. `write` is wrapped once, on the socket
+ * (a public method; the class is untouched), and armed for the next write only.
  */
 
-/** What to do if the next write on a socket comes after the cutoff. */
+/** If `owner`'s next write comes after the cutoff: `refused()` (it was not written), then `abort(reason)` instead of the write. */
 interface PendingWrite {
-  /** The request the next write belongs to. */
   owner: object;
   deadline: Deadline;
-  /** Called with the abort reason instead of the write, after `refused`. */
   abort: (reason: unknown) => void;
-  /** Called first, before the deadline is aborted: the request was not written. */
   refused: () => void;
 }
 
@@ -35,7 +23,7 @@ const WRAPPED = Symbol('otel-deadline.write-guard');
 
 type GuardedSocket = Socket & { [PENDING]?: PendingWrite; [WRAPPED]?: true; _httpMessage?: unknown };
 
-/** A cancellation (or an abort already recorded), with no second clock read for our own deadlines: remainingMs() has just read it. */
+/** A cancellation or an abort already recorded; remainingMs() has just read the clock. */
 function abortedBesidesClock(deadline: Deadline): boolean {
   return deadline instanceof DeadlineNode ? deadline.abortedBesidesClock() : deadline.aborted;
 }
@@ -52,8 +40,7 @@ export function checkBeforeNextWrite(socket: Socket, pending: PendingWrite): voi
     // A node:http socket names the request it is writing for: a guard left by an earlier one is stale.
     if (next !== undefined && (this._httpMessage == null || this._httpMessage === next.owner)) {
       this[PENDING] = undefined;
-      // Neither look aborts anything: the caller is told it was not written before the
-      // abort reaches it, so the outcome says `expired`, not `unknown`.
+      // The caller learns it was not written before the abort reaches it: `expired`, not `unknown`.
       if (next.deadline.remainingMs() <= 0 || abortedBesidesClock(next.deadline)) {
         next.refused();
         next.abort(next.deadline.abortReason);

@@ -1,12 +1,7 @@
 import { HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
 import { baggageWithoutDeadline } from '../call/baggage-text';
 
-/**
- * Takes the deadline out of a call to a host off `propagateTo`, whoever put
- * it in the headers: the caller, an http instrumentation wrapping outside
- * ours, or the hop before a redirect (fetch and undici copy a request's
- * headers to the next hop).
- */
+/** Takes the deadline out of a call to a host off `propagateTo`, whoever put it in (the caller, an outer http instrumentation, a redirect's first hop). */
 
 /** `[name, value]` pairs without the deadline headers and without the deadline's baggage entry. */
 function pairsWithoutDeadline(pairs: readonly [unknown, unknown][]): [unknown, unknown][] {
@@ -23,7 +18,8 @@ function pairsWithoutDeadline(pairs: readonly [unknown, unknown][]): [unknown, u
   return kept;
 }
 
-function pairsOfList(list: readonly unknown[]): [unknown, unknown][] {
+/** A flat `[name, value, ...]` header list as pairs. */
+export function pairsOfList(list: readonly unknown[]): [unknown, unknown][] {
   const pairs: [unknown, unknown][] = [];
   for (let i = 0; i + 1 < list.length; i += 2) pairs.push([list[i], list[i + 1]]);
   return pairs;
@@ -35,11 +31,7 @@ export function headersWithoutDeadline(headers: unknown): unknown {
   return typeof headers === 'object' && headers !== null ? Object.fromEntries(pairsWithoutDeadline(Object.entries(headers))) : headers;
 }
 
-/**
- * Takes the deadline out of an undici request's flat header list, in place:
- * undici offers `addHeader` to add a header and nothing to take one out
- * (docs/internals.md).
- */
+/** Takes the deadline out of an undici request's header list, in place: undici has no public way to remove one (docs/internals.md). */
 export function stripDeadlineHeadersInList(list: unknown[]): void {
   const kept = pairsWithoutDeadline(pairsOfList(list)).flat();
   list.length = 0;

@@ -1,9 +1,8 @@
 /**
  * The URL an undici call goes to, for `ignoreOutgoingRequest`, `propagateTo`
- * and `trustReply`. A top-level call names it; a Client or Pool keeps its
- * origin under undici's `Symbol('url')` (no public field has it) and uses it
- * whatever `opts.origin` says; an Agent (and the global dispatcher) takes
- * `opts.origin`. undici 6 and 7 both keep that symbol; tested on each line.
+ * and `trustReply`. A Client or Pool keeps its origin under undici's
+ * `Symbol('url')` (no public field has it; docs/internals.md) and uses it
+ * whatever `opts.origin` says; an Agent takes `opts.origin`.
  */
 
 type Options = { origin?: unknown; path?: unknown };

@@ -1,5 +1,5 @@
 import { Duplex, Readable } from 'node:stream';
-import { context, type Context } from '@opentelemetry/api';
+import { context } from '@opentelemetry/api';
 import { beginCall, recordRefusal, type Decision } from './begin';
 import type { OutgoingCall } from './call';
 import type { ClientHost } from '../call/host';
@@ -11,13 +11,7 @@ import { replayBody } from './replay-body';
 import { dispatcherCallUrl, topLevelCallUrl } from './undici-target';
 import { headersWithDeadline } from './deadline-headers';
 
-/**
- * Wrappers for undici's `request`, `stream` and `pipeline`, both the top-level
- * functions (`(url, opts, handler)`) and the Dispatcher methods every Client,
- * Pool and Agent inherits (`(opts, handler, callback)`). undici's top-level
- * functions call the API implementation they were built with, not the
- * Dispatcher method we wrap, so a call is guarded once.
- */
+/** Wrappers for undici's `request`, `stream` and `pipeline`: top-level `(url, opts, handler)` and Dispatcher `(opts, handler, callback)`. */
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Api = 'request' | 'stream' | 'pipeline';
@@ -37,23 +31,14 @@ interface ResponseData {
   body: AsyncIterable<Uint8Array>;
 }
 
-/** Where the options sit in the arguments (rebuilt with new options by rebuildArgs). */
+/** A call's options, the arguments after them (handler, factory, callback), and how to put new ones in their place. */
 interface CallShape {
   options: UndiciOptions;
-  /** The arguments after the options (handler, factory, callback). Never written to. */
   rest: readonly unknown[];
-  /** A top-level call's URL argument, which goes before the options; `NO_URL` for a Dispatcher method. */
-  url: unknown;
+  rebuild(options: UndiciOptions, rest: readonly unknown[]): unknown[];
 }
 
 type Guarded = Extract<Decision, { kind: 'guard' }>;
-
-const NO_URL: unique symbol = Symbol('dispatcher call');
-
-/** The call's arguments with `options` and `rest` in place of its own. */
-function rebuildArgs(shape: CallShape, options: UndiciOptions, rest: readonly unknown[]): unknown[] {
-  return shape.url === NO_URL ? [options, ...rest] : [shape.url, options, ...rest];
-}
 
 function topLevelShape(args: unknown[]): CallShape {
   const url = args[0];
@@ -62,16 +47,13 @@ function topLevelShape(args: unknown[]): CallShape {
   // undici treats an options-like url object as the options when none are given.
   const implicit = typeof url === 'object' && url !== null && !(url instanceof URL) ? (url as UndiciOptions) : {};
   const rest = optionsGiven ? args.slice(2) : args.slice(1).filter((value) => value !== undefined);
-  return { options: optionsGiven ? (second as UndiciOptions) : implicit, rest, url };
+  return { options: optionsGiven ? (second as UndiciOptions) : implicit, rest, rebuild: (options, rest) => [url, options, ...rest] };
 }
 
 function dispatcherShape(args: unknown[]): CallShape {
   const options = args[0];
-  return {
-    options: (typeof options === 'object' && options !== null ? options : {}) as UndiciOptions,
-    rest: args.slice(1),
-    url: NO_URL,
-  };
+  const given = (typeof options === 'object' && options !== null ? options : {}) as UndiciOptions;
+  return { options: given, rest: args.slice(1), rebuild: (options, rest) => [options, ...rest] };
 }
 
 function failedDuplex(error: Error): Duplex {
@@ -80,11 +62,7 @@ function failedDuplex(error: Error): Duplex {
   return duplex;
 }
 
-/**
- * Reads the small body of a reply whose headers claim an early reject, and
- * settles the call. A well-formed claim rejects with the error it stands
- * for; anything else resolves with the response, its body replayed.
- */
+/** Reads the small body of a claimed early reject and settles the call: a well-formed claim rejects, anything else resolves with the body replayed. */
 async function checkRejectReply(data: ResponseData, call: OutgoingCall, operation: string): Promise<ResponseData> {
   const read = await readSmallBody(data.body);
   // The cutoff passed while the claim was read: the call ends as any call cut at its cutoff does.
@@ -94,7 +72,7 @@ async function checkRejectReply(data: ResponseData, call: OutgoingCall, operatio
   }
   const claim = read.error === undefined ? parseRejectBody(read.bytes) : undefined;
   if (claim !== undefined) {
-    call.markRejectedByServer();
+    call.recordNotStarted();
     call.apiSettled();
     throw errorFromClaim(operation, call.deadline, claim);
   }
@@ -103,25 +81,16 @@ async function checkRejectReply(data: ResponseData, call: OutgoingCall, operatio
   return data;
 }
 
-/**
- * The call's result is out. A request the undici channel tied to the call
- * keeps it armed until the whole response is in. One that waited in a
- * dispatcher's queue was not tied to it (see OutgoingCall#hasTiedRequest): its
- * body, still arriving, stays under the call's cutoff until the stream closes.
- */
+/** The call's result is out; an untied request's body (OutgoingCall#hasTiedRequest) stays under the cutoff until it closes. */
 function settleWithBody(call: OutgoingCall, body: unknown): void {
   if (call.hasTiedRequest || call.observe || !(body instanceof Readable) || body.closed) return call.apiSettled();
   body.once('close', () => call.apiSettled());
 }
 
-function callOriginal(original: AnyFunction, self: unknown, args: unknown[], ctx: Context | undefined): unknown {
-  return ctx === undefined ? original.apply(self, args) : context.with(ctx, () => original.apply(self, args));
-}
-
 /** Calls the API with `options` in the decision's transport context. */
 function invoke(original: AnyFunction, self: unknown, shape: CallShape, options: { headers: unknown; signal: unknown }, rest: readonly unknown[], decision: Guarded): unknown {
   try {
-    return context.with(decision.context, () => original.apply(self, rebuildArgs(shape, { ...shape.options, ...options }, rest)));
+    return context.with(decision.context, () => original.apply(self, shape.rebuild({ ...shape.options, ...options }, rest)));
   } catch (error) {
     // Thrown before undici took the request (a bad URL or option): nothing is in flight.
     decision.call.apiSettled();
@@ -149,7 +118,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
         },
         ctx,
       );
-      if (decision.kind === 'pass') return callOriginal(original, this, args, decision.context);
+      if (decision.kind === 'pass') return context.with(decision.context ?? ctx, () => original.apply(this, args));
 
       // request(opts, callback) and stream(opts, factory, callback) report through a callback when given one.
       const callbackIndex = api === 'request' ? 0 : api === 'stream' ? 1 : -1;
@@ -165,29 +134,18 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
       }
 
       const { call } = decision;
-      // Set here, in the caller's context: a request queued in a Pool is only
-      // created (and seen by the undici channel) later, in another context.
-      // Off the propagateTo list, none: the undici channel also takes out any the caller or a propagator set.
+      // Set here, in the caller's context: a request queued in a Pool is created later, in another.
       const headers = decision.headers === undefined ? shape.options.headers : headersWithDeadline(shape.options.headers, decision.headers);
-      // undici does not fail a request queued for a pooled connection until it
-      // is dispatched, whatever its signal says, so an abort settles our
-      // promise (or destroys the pipeline) itself; the queued request is then
-      // aborted before it is written when its turn comes.
+      // undici fails a queued request only once it is dispatched, so an abort settles our
+      // promise (or destroys the pipeline) itself; the request is dropped unwritten later.
       let failNow: ((reason: unknown) => void) | undefined;
-      let signal: unknown;
-      if (call.observe) {
-        call.arm(() => {});
-        signal = callerSignal;
-      } else {
-        // One signal for the cutoff and the caller's own (the call listens to that one).
-        const controller = new AbortController();
-        call.arm((reason) => {
-          controller.abort(reason);
-          failNow?.(reason);
-        });
-        signal = controller.signal;
-      }
-      const options = { headers, signal };
+      // Observe mode never aborts: the caller's own signal goes as it is.
+      const controller = call.observe ? undefined : new AbortController();
+      call.arm((reason) => {
+        controller?.abort(reason);
+        failNow?.(reason);
+      });
+      const options = { headers, signal: controller?.signal ?? callerSignal };
 
       if (api === 'pipeline') {
         const duplex = invoke(original, this, shape, options, rest, decision) as Duplex;
@@ -195,7 +153,6 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
         duplex.once('close', () => call.apiSettled());
         return duplex;
       }
-      // Our promise: the cutoff settles it while undici still holds a queued request.
       let resolveCall!: (result: unknown) => void;
       let rejectCall!: (error: unknown) => void;
       const promise = new Promise<unknown>((resolve, reject) => {
