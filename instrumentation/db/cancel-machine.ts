@@ -1,6 +1,5 @@
-import type { DbCancel } from './attributes';
-import { isFunction } from './deliver';
-import type { CutoffHandler, DbStatement } from './statement';
+import { isFunction } from './driver-call';
+import type { CutoffHandler, DbCancel, DbStatement } from './statement';
 
 /** How long a statement whose cancel was sent may take to end before the caller gets its error anyway. */
 export const CANCEL_GRACE_MS = 1_000;

@@ -1,9 +1,8 @@
 import { InstrumentationNodeModuleDefinition, InstrumentationNodeModuleFile } from '@opentelemetry/instrumentation';
 import type { ClientHost } from '../call/host';
 import type { MethodPatch } from '../wrap';
-import { makeOpensOutsideDeadline } from './connection-context';
+import { type DbDriver, makeOpensOutsideDeadline } from './driver-call';
 import { DriverSpanSlot } from './driver-span';
-import type { DbDriver } from './begin';
 import { patchIoredis } from './ioredis';
 import { patchMysql2, patchMysql2Connection } from './mysql2';
 import { patchMysql2Pool } from './mysql2-pool';

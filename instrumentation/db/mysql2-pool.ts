@@ -2,10 +2,7 @@ import { context } from '@opentelemetry/api';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { wrapMethod, type MethodPatch } from '../wrap';
-import { statementDeadline } from './begin';
-import { makeOpensOutsideDeadline } from './connection-context';
-import { definerOf } from './definer';
-import { deliver, isFunction } from './deliver';
+import { definerOf, deliver, isFunction, makeOpensOutsideDeadline, statementDeadline } from './driver-call';
 import { PoolWait, type WaiterQueue } from './pool-wait';
 
 type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;

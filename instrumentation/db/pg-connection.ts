@@ -3,8 +3,6 @@ import { DeadlineCancelledError, DeadlineExceededError } from '../../src/errors'
 import { CANCEL_BOUND_MS, type CancelResult } from './cancel-machine';
 
 /** The parts of pg 8.x read here; the private ones are in docs/internals.md, checked by test/db/pg-internals.test.ts. */
-export type PgCallback = (err: unknown, result?: unknown) => void;
-
 export interface PgQuery {
   text?: unknown;
   callback?: unknown;

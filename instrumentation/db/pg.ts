@@ -1,6 +1,6 @@
 import type { ClientHost } from '../call/host';
 import { isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
-import { makeOpensOutsideDeadline } from './connection-context';
+import { makeOpensOutsideDeadline } from './driver-call';
 import type { DriverSpanSlot } from './driver-span';
 import { makePgPoolConnectWrapper, makePgPoolQueryWrapper } from './pg-pool';
 import { makePgQueryWrapper } from './pg-query';
@@ -16,7 +16,7 @@ export function patchPg(moduleExports: Exports, host: ClientHost, slot: DriverSp
   return [...patchPgClient(exports.Client, host, slot, owner, isActive), ...poolPatches.filter((patch) => patch !== undefined)];
 }
 
-/** Client#query, and Client#connect: a connection opened under a deadline must not carry it (connection-context.ts). */
+/** Client#query, and Client#connect: a connection opened under a deadline must not carry it (driver-call.ts). */
 function patchPgClient(Client: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const client = (Client as { prototype?: Exports } | undefined)?.prototype;
   if (client === undefined) return [];

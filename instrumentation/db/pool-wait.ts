@@ -1,6 +1,6 @@
 import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { errorForAbort } from '../../src/errors';
-import { deliver } from './deliver';
+import { deliver } from './driver-call';
 
 /** A pool's queue of waiters: what it holds now (a snapshot), and how one entry leaves it. */
 export interface WaiterQueue<Pool> {

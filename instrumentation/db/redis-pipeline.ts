@@ -9,7 +9,7 @@ import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, unwrappedBy, wrapMethod, type MethodPatch } from '../wrap';
-import { statementDeadline } from './begin';
+import { statementDeadline } from './driver-call';
 import { dbSpanShape } from './driver-span';
 import type { SpanShape } from './statement';
 import { blockingTimeoutIndex } from './redis-blocking';

@@ -3,8 +3,16 @@ import type { Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineExceededError, errorForAbort } from '../../src/errors';
 import { ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import { CallGuard } from '../call/guard';
-import { ATTR_DEADLINE_DB_CANCEL, type DbCancel } from './attributes';
 import { isSqlWrite, sqlCommand } from './sql';
+
+/**
+ * What the server was told about a statement the cutoff reached in flight (span attribute `deadline.db.cancel`):
+ * `confirmed` (PostgreSQL 57014, MariaDB/MySQL 1317); `unconfirmed` (a cancel was sent, the statement ended some
+ * other way or not in time); `not_told` (no cancel could be delivered, it may still run); `not_possible` (Redis has
+ * no cancel; blocking commands had their timeout clamped); `too_late` (it finished first; its result was returned).
+ */
+export const ATTR_DEADLINE_DB_CANCEL = 'deadline.db.cancel';
+export type DbCancel = 'confirmed' | 'unconfirmed' | 'not_told' | 'not_possible' | 'too_late';
 
 /** What a statement span is named and described with, as the OTel driver instrumentations do. */
 export interface SpanShape {
