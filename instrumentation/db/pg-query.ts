@@ -22,7 +22,7 @@ export function pgSpanShape(client: PgClient, command: string | undefined): Span
   return dbSpanShape(name, 'postgresql', command, database, params.host, params.port);
 }
 
-/** A pg statement's guard. A text with several statements may have changed data before the part that was cancelled. */
+/** A text with several statements may have changed data before the part that was cancelled. */
 class PgStatement extends DbStatement {
   holdsSeveral(): boolean {
     return holdsSeveralStatements(this.subject, 'postgres');
@@ -44,7 +44,6 @@ function failSubmittable(query: PgQuery, error: Error, connection: unknown): voi
 export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object) {
   return (original: AnyFunction): AnyFunction => {
     return function query(this: unknown, ...args: unknown[]): unknown {
-      // An instrumentation-pg on top of us announced its span for this query through its requestHook a moment ago.
       const outerSpan = slot.take(queryTextOf(args[0]));
       const ctx = context.active();
       const deadline = statementDeadline(host, 'pg', ctx);
@@ -58,7 +57,7 @@ export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner
   };
 }
 
-/** The text of a query given as a string or a config object, as instrumentation-pg's requestHook reports it. */
+/** The text of a query given as a string or a config object. */
 function queryTextOf(config: unknown): unknown {
   return typeof config === 'string' ? config : typeof config === 'object' && config !== null ? (config as { text?: unknown }).text : undefined;
 }
@@ -124,11 +123,10 @@ function guardedQuery(
 class GuardedPgQuery extends CancelMachine {
   private query: PgQuery | undefined;
   private userCallback: ((err: unknown, result?: unknown) => void) | undefined;
-  /** Set once the cutoff reached the statement in flight: what it leaves on the connection until it settles. */
   private cut: PgCut | undefined = undefined;
   private barrier: CancelBarrier | undefined = undefined;
   private ended = false;
-  /** The error the caller was given early: a submittable's end of statement must not turn it into an `end`. */
+  /** The caller's early error: a submittable's end of statement must not turn it into an `end`. */
   private earlyError: Error | undefined;
 
   constructor(
@@ -205,10 +203,7 @@ class GuardedPgQuery extends CancelMachine {
     this.cut?.cancelEnd();
   }
 
-  /**
-   * The statement is cut: the connection serves nobody else until it has ended and (`cancelPending`) its cancel
-   * settled. A barrier right behind it in pg's queue tells when; in pipeline mode, the statement's end.
-   */
+  /** The connection serves nobody else until the statement has ended and its cancel (if pending) settled: a barrier first in pg's queue tells when; in pipeline mode, its end. */
   private openCut(cancelPending: boolean): void {
     const cut = sessionOf(this.client).openCut(cancelPending);
     this.cut = cut;

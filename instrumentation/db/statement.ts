@@ -25,15 +25,10 @@ export interface CutoffHandler {
   onCutoff(reason: unknown): void;
 }
 
-/**
- * The deadline guard of one database statement (or command), from the moment
- * it is handed to the driver until its result or error is delivered. It writes
- * the outcome on the driver's span (instrumentation-pg, -mysql2, -ioredis)
- * when one was shown to it, or on a CLIENT span of its own.
- */
+/** The guard of one statement (or command) from its hand-off to the driver until its answer is delivered; it writes on the driver instrumentation's span, or on a CLIENT span of its own. */
 export class DbStatement {
   settled = false;
-  /** The abort reason, once the cutoff (or a cancellation) reached the statement. */
+  /** Set once the cutoff (or a cancellation) reached the statement. */
   reason: unknown = undefined;
   /** Set by a subclass when a DeadlineSpanProcessor writes `completed` as the span ends on its reply (statement-in-flight.ts). */
   protected spanEndsCompleted = false;
@@ -41,11 +36,7 @@ export class DbStatement {
   private span: Span | undefined = undefined;
   private ownSpan = false;
 
-  /**
-   * `operation` names the statement in errors and spans, e.g. `pg.query`;
-   * `subject` is what it runs (its SQL text, or the driver's command object);
-   * `write` says whether it may change data (undefined: decided from the SQL text at a cutoff).
-   */
+  /** `subject` is the SQL text or the driver's command; `write` undefined: decided from the SQL text at a cutoff. */
   constructor(
     readonly deadline: Deadline,
     readonly observe: boolean,
@@ -107,10 +98,7 @@ export class DbStatement {
     this.guard.markWouldReject();
   }
 
-  /**
-   * Ends the guard. `cancel` says what the server was told: an aborted write is
-   * `unknown` unless the cancel was confirmed or the statement was not `sent`.
-   */
+  /** Ends the guard. An aborted write is `unknown` unless its cancel was confirmed or it was not `sent`. */
   settle(error?: unknown, cancel?: DbCancel, sent = true): void {
     if (this.settled) return;
     this.settled = true;
