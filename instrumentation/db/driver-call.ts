@@ -4,8 +4,8 @@ import { deadlineIn, getDeadline, withoutDeadline } from '../../src/context';
 import type { Deadline } from '../../src/deadline';
 import type { ClientHost } from '../call/host';
 
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
-type Exports = Record<string, unknown>;
+export type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+export type Exports = Record<string, unknown>;
 export type DbDriver = 'pg' | 'mysql2' | 'ioredis';
 export type NodeCallback = (err: unknown, ...results: unknown[]) => void;
 

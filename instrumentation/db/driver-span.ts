@@ -1,8 +1,7 @@
 import type { Span } from '@opentelemetry/api';
 import { isOwnWrapper, isShimmerWrapper } from '../wrap';
 import type { DbStatement, SpanShape } from './statement';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+import { type AnyFunction } from './driver-call';
 
 /** What `dispatching` holds while a call passes through us untouched: an inner hook's span is nobody's. */
 const PASSING_THROUGH = Symbol('otel-deadline.passing-through');

@@ -2,14 +2,11 @@ import { context, type Span } from '@opentelemetry/api';
 import { budgetLeft, refusalAt, refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
-import { makeOpensOutsideDeadline, statementDeadline } from './driver-call';
+import { type AnyFunction, type Exports, makeOpensOutsideDeadline, statementDeadline } from './driver-call';
 import type { DriverSpanSlot } from './driver-span';
 import { clampBlockingTimeout } from './redis-blocking';
 import { cleanupAfterCut, commandKind, CUT_BY_DEADLINE, DISCARD_AND_UNWATCH, RedisCommandGuard, sendCleanup, type RedisCommand } from './redis-command-guard';
 import { isPipelineWrite, makePipelineSendCommand, ownSpanShape, patchAutoPipelinedCalls, queuedGuard, refusesWholeBatch } from './redis-pipeline';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
-type Exports = Record<string, unknown>;
 
 /**
  * Redis#sendCommand (every ioredis 5/6 command goes through it). Redis cannot cancel a command: one in flight at the

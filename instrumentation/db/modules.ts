@@ -1,7 +1,7 @@
 import { InstrumentationNodeModuleDefinition, InstrumentationNodeModuleFile } from '@opentelemetry/instrumentation';
 import type { ClientHost } from '../call/host';
 import type { MethodPatch } from '../wrap';
-import { type DbDriver, makeOpensOutsideDeadline } from './driver-call';
+import { type AnyFunction, type DbDriver, type Exports, makeOpensOutsideDeadline } from './driver-call';
 import { DriverSpanSlot } from './driver-span';
 import { patchIoredis } from './ioredis';
 import { patchMysql2, patchMysql2Connection } from './mysql2';
@@ -9,8 +9,6 @@ import { patchMysql2Pool } from './mysql2-pool';
 import { patchMysql2PoolConnection } from './mysql2-connection';
 import { patchPg, patchPgClientFile } from './pg';
 
-type Exports = Record<string, unknown>;
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Patcher = (exports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean) => MethodPatch[];
 
 /** A file inside a driver's package whose exports are patched (or, for a file that exports one function, replaced) when it is loaded. */

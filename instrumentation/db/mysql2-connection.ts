@@ -2,9 +2,7 @@ import { context, ROOT_CONTEXT } from '@opentelemetry/api';
 import { suppressTracing } from '@opentelemetry/core';
 import { wrapMethod, type MethodPatch } from '../wrap';
 import { CANCEL_BOUND_MS, type CancelResult } from './cancel-machine';
-import { definerOf } from './driver-call';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+import { type AnyFunction, definerOf } from './driver-call';
 
 interface SessionConnection {
   query(sql: string, callback: (err: unknown, result?: unknown) => void): unknown;

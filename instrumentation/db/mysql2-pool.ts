@@ -2,12 +2,8 @@ import { context } from '@opentelemetry/api';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { wrapMethod, type MethodPatch } from '../wrap';
-import { definerOf, deliver, isFunction, makeOpensOutsideDeadline, statementDeadline } from './driver-call';
+import { type AnyFunction, definerOf, deliver, type Exports, isFunction, makeOpensOutsideDeadline, type NodeCallback, statementDeadline } from './driver-call';
 import { PoolWait, type WaiterQueue } from './pool-wait';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
-type Exports = Record<string, unknown>;
-type Callback = (err: unknown, ...results: unknown[]) => void;
 
 interface MysqlPool {
   _connectionQueue?: { toArray(): unknown[]; removeOne(index: number): unknown };
@@ -45,7 +41,7 @@ function makeGetConnectionWrapper(host: ClientHost) {
       if (poolCallbacks.has(first)) return opensOutsideDeadline.apply(this, args);
       const ctx = context.active();
       const deadline = statementDeadline(host, 'mysql2', ctx);
-      const callback = given(context.bind(ctx, first as Callback));
+      const callback = given(context.bind(ctx, first as NodeCallback));
       if (deadline === undefined) return original.call(this, callback);
       if (host.settings.mode === 'observe') return opensOutsideDeadline.call(this, callback);
       const refusal = refusalFor(deadline, 'mysql2.getConnection', host.settings.minUsefulMs);

@@ -3,16 +3,13 @@ import type { Deadline } from '../../src/deadline';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, wrapMethod, type MethodPatch } from '../wrap';
-import { definerOf, deliver, isFunction, type NodeCallback, statementDeadline } from './driver-call';
+import { type AnyFunction, definerOf, deliver, type Exports, isFunction, type NodeCallback, statementDeadline } from './driver-call';
 import { dbSpanShape, driverInstrumented, type DriverSpanSlot } from './driver-span';
 import { patchMysql2Pool } from './mysql2-pool';
 import { markTransactionUnknown, MysqlKiller, patchMysql2PoolConnection, rollBack } from './mysql2-connection';
 import { holdsSeveralStatements, sqlCommand, sqlRole, type SqlRole } from './sql';
 import { CancelMachine, type CancelResult } from './cancel-machine';
 import { DbStatement, type SpanShape } from './statement';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
-type Exports = Record<string, unknown>;
 
 const OPERATION = 'mysql2.query';
 

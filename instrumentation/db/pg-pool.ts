@@ -2,14 +2,12 @@ import { context, type Context } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
-import { callbackOrPromise, deliver, isFunction, statementDeadline } from './driver-call';
+import { type AnyFunction, callbackOrPromise, deliver, isFunction, statementDeadline } from './driver-call';
 import { pgSpanShape, PG_OPERATION } from './pg-query';
 import { withGuardedRelease, type PgClient, type PgConnectCallback } from './pg-connection';
 import { isSqlWrite, sqlCommand } from './sql';
 import { DbStatement } from './statement';
 import { PoolWait, type WaiterQueue } from './pool-wait';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
 interface PgPool {
   ending?: unknown;

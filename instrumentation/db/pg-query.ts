@@ -3,14 +3,12 @@ import type { Deadline } from '../../src/deadline';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper } from '../wrap';
-import { callbackOrPromise, deliver, isFunction, statementDeadline } from './driver-call';
+import { type AnyFunction, callbackOrPromise, deliver, isFunction, statementDeadline } from './driver-call';
 import { CancelMachine, type CancelResult } from './cancel-machine';
 import { dbSpanShape, driverInstrumented, type DriverSpanSlot } from './driver-span';
 import { activeQueryOf, CancelBarrier, destroyPgConnection, isPgCancel, sendPgCancel, sessionOf, type PgClient, type PgCut, type PgQuery } from './pg-connection';
 import { holdsSeveralStatements, sqlCommand, sqlRole } from './sql';
 import { DbStatement, type SpanShape } from './statement';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
 export const PG_OPERATION = 'pg.query';
 

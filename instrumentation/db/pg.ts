@@ -1,11 +1,9 @@
 import type { ClientHost } from '../call/host';
 import { isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
-import { makeOpensOutsideDeadline } from './driver-call';
+import { type Exports, makeOpensOutsideDeadline } from './driver-call';
 import type { DriverSpanSlot } from './driver-span';
 import { makePgPoolConnectWrapper, makePgPoolQueryWrapper } from './pg-pool';
 import { makePgQueryWrapper } from './pg-query';
-
-type Exports = Record<string, unknown>;
 
 /** The patches for one loaded `pg` (its CommonJS exports, or the ESM namespace whose classes are the same). */
 export function patchPg(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {

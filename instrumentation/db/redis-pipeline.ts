@@ -8,14 +8,11 @@ import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, unwrappedBy, wrapMethod, type MethodPatch } from '../wrap';
-import { statementDeadline } from './driver-call';
+import { type AnyFunction, type Exports, statementDeadline } from './driver-call';
 import { dbSpanShape } from './driver-span';
 import type { SpanShape } from './statement';
 import { blockingTimeoutIndex } from './redis-blocking';
 import { commandKind, RedisCommandGuard, type PipelineMember, type RedisCommand } from './redis-command-guard';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
-type Exports = Record<string, unknown>;
 
 interface ClientLike {
   isPipeline?: unknown;
