@@ -9,10 +9,7 @@ interface MysqlPool {
   _connectionQueue?: { toArray(): unknown[]; removeOne(index: number): unknown };
 }
 
-/**
- * The callbacks our getConnection gave the pool. mysql2 hands a waiter to getConnection again when its connection is
- * destroyed, inside whoever destroyed it: a callback found here was judged by its own caller already and passes through.
- */
+/** The callbacks our getConnection gave the pool: mysql2 hands a waiter to getConnection again, inside whoever destroyed a connection; it passes through. */
 const poolCallbacks = new WeakSet<object>();
 
 function given<C extends object>(callback: C): C {
@@ -20,7 +17,7 @@ function given<C extends object>(callback: C): C {
   return callback;
 }
 
-/** Pool#getConnection of mysql2's Pool class (lib/pool.js; hooked as a file, like lib/connection.js). */
+/** Pool#getConnection (lib/pool.js, hooked as a file too): its callback runs in its caller's context, a connection it opens outside the deadline, and under a deadline the wait is bounded (PoolWait). */
 export function patchMysql2Pool(Pool: unknown, host: ClientHost, _slot: unknown, owner: object, isActive: () => boolean): MethodPatch[] {
   const pool = (Pool as { prototype?: Exports } | undefined)?.prototype;
   if (typeof Pool !== 'function' || pool === undefined) return [];
@@ -28,10 +25,6 @@ export function patchMysql2Pool(Pool: unknown, host: ClientHost, _slot: unknown,
   return patch === undefined ? [] : [patch];
 }
 
-/**
- * Pool#getConnection: the callback runs in its caller's context (mysql2 calls waiters back from wherever a connection
- * came free), a connection it opens is opened outside the deadline, and under a deadline the wait is bounded (PoolWait).
- */
 function makeGetConnectionWrapper(host: ClientHost) {
   return (original: AnyFunction): AnyFunction => {
     const opensOutsideDeadline = makeOpensOutsideDeadline(original);

@@ -13,13 +13,13 @@ import { DbStatement, type SpanShape } from './statement';
 
 const OPERATION = 'mysql2.query';
 
-/** instrumentation-mysql2's span name (the statement's command) and connection attributes; never the SQL text. */
+/** instrumentation-mysql2's span name and connection attributes; never the SQL text. */
 function mysqlSpanShape(connection: MysqlConnection, command: string | undefined): SpanShape {
   const config = connection.config ?? {};
   return dbSpanShape(command ?? 'mysql', 'mysql', command, config.database, config.host, config.port);
 }
 
-/** The patches for one loaded `mysql2` (its main module): query and execute on every connection, and the pool's wait for one. */
+/** The patches for mysql2's main module. */
 export function patchMysql2(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const exports = (moduleExports.Connection === undefined && typeof moduleExports.default === 'object' ? moduleExports.default : moduleExports) as Exports;
   return [
@@ -82,7 +82,7 @@ function guarded(
   // (sql, cb), (sql, values, cb), or a command object carrying it (Pool#query).
   const index = isFunction(args[2]) ? 2 : isFunction(args[1]) ? 1 : -1;
   const given = (index >= 0 ? args[index] : command?.onResult) as NodeCallback | undefined;
-  // mysql2 calls back from its socket's events: the caller's callback, and any statement it makes, run in the caller's context.
+  // mysql2 calls back from its socket's events: the callback runs in the caller's context.
   const callback = given === undefined ? undefined : context.bind(ctx, given);
   if (refusal !== undefined && !observe) {
     statement.refuse(refusal);
@@ -142,10 +142,7 @@ interface MysqlConnection {
   destroy?: () => void;
 }
 
-/**
- * A mysql2 statement stopped at the cutoff with `KILL QUERY`. Until the kill settles the connection is paused
- * (public pause()): it reads no answer, so nothing queued behind starts, and a pool gets it back only then.
- */
+/** A statement stopped at the cutoff with `KILL QUERY`. Until the kill settles the connection is paused: it reads no answer, so nothing queued behind starts. */
 class GuardedMysqlStatement extends CancelMachine {
   command: MysqlCommand | undefined;
 
@@ -181,10 +178,7 @@ class GuardedMysqlStatement extends CancelMachine {
     this.killer.kill(this.connection.config!, this.connection.threadId, done);
   }
 
-  /**
-   * Resumed, the connection reads its answers again. A kill that may still land ends it first: a queued command then
-   * fails with mysql2's closed-connection error, never reaching the server.
-   */
+  /** A kill that may still land ends the connection first: a queued command then fails, never reaching the server. */
   protected afterCancel(result: CancelResult): void {
     if (result === 'unsettled') this.connection.destroy?.();
     this.connection.resume!();

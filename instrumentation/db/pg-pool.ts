@@ -28,10 +28,7 @@ const PENDING: WaiterQueue<PgPool> = {
   },
 };
 
-/**
- * The caller of the pg-pool `query` our Pool#query passes through: its Pool#connect, made at once, learns from here
- * whose statement it waits for (pg-pool calls waiters back inside another request's release).
- */
+/** The caller of the Pool#query now running: the Pool#connect it makes learns from here whose statement it waits for. */
 let poolQueryCaller: { ctx: Context; text: unknown } | undefined;
 
 /** Pool#query: pg-pool's own, with its caller's context and text known to the Pool#connect it makes. */
@@ -47,10 +44,7 @@ export function makePgPoolQueryWrapper(original: AnyFunction): AnyFunction {
   };
 }
 
-/**
- * Pool#connect: every checkout gets a guarded release (pg-connection.ts), its callback runs in its caller's context,
- * and under a deadline the wait is bounded (PoolWait).
- */
+/** Pool#connect: a guarded release (pg-connection.ts), the callback in its caller's context, the wait bounded (PoolWait). */
 export function makePgPoolConnectWrapper(host: ClientHost) {
   return (original: AnyFunction): AnyFunction =>
     function connect(this: unknown, ...args: unknown[]): unknown {

@@ -23,9 +23,8 @@ function patchPgClient(Client: unknown, host: ClientHost, slot: DriverSpanSlot, 
 }
 
 /**
- * `pg/lib/client.js` as it loads. instrumentation-pg wraps `Client#query` here and again at the main module,
- * unwrapping its first wrapper only if still on top: we wrap here only if nobody has yet, else at the main module, so
- * there is one instrumentation-pg wrapper and one span per statement.
+ * `pg/lib/client.js`: instrumentation-pg wraps `Client#query` here and again at the main module, unwrapping the first
+ * only if still on top; we wrap here only if nobody has yet, so there is one instrumentation-pg span per statement.
  */
 export function patchPgClientFile(Client: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const query = (Client as { prototype?: Exports } | undefined)?.prototype?.query;
