@@ -33,7 +33,7 @@ export abstract class CancelMachine implements CutoffHandler {
 
   abstract onCutoff(reason: unknown): void;
 
-  /** Sends the cancel; `done` once, with what became of it. */
+  /** `done` once, with what became of the cancel. */
   protected abstract sendCancel(done: (result: CancelResult) => void): void;
 
   /** The cancel settled: the connection goes on, or is ended when the cancel may still land (`unsettled`). */

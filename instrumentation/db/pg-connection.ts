@@ -58,7 +58,6 @@ export class PgSession {
     return this.unsettled === 0;
   }
 
-  /** Calls `fn` once no cut on the connection is unsettled (at once if none is). */
   whenSettled(fn: () => void): void {
     if (this.unsettled === 0) return fn();
     this.waiters.push(fn);
@@ -195,7 +194,7 @@ export function sendPgCancel(client: PgClient, done: (result: CancelResult) => v
 
 type Release = (err?: unknown) => void;
 
-/** A pg-pool connect callback whose client comes with guardedRelease (as `client.release` and the third argument). */
+/** A pg-pool connect callback whose client comes with guardedRelease (`client.release` and the third argument). */
 export function withGuardedRelease(callback: PgConnectCallback): PgConnectCallback {
   return (err, client, release) => {
     if (client === undefined || client === null || typeof release !== 'function') return callback(err, client, release);

@@ -55,12 +55,11 @@ export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner
   };
 }
 
-/** The text of a query given as a string or a config object. */
 function queryTextOf(config: unknown): unknown {
   return typeof config === 'string' ? config : typeof config === 'object' && config !== null ? (config as { text?: unknown }).text : undefined;
 }
 
-/** The caller's callback: `(text, cb)`, `(text, values, cb)` or a config object's `callback`. */
+/** `(text, cb)`, `(text, values, cb)` or a config object's `callback`. */
 function callbackOf(args: unknown[]): ((...a: never[]) => unknown) | undefined {
   if (isFunction(args[1])) return args[1];
   if (isFunction(args[2])) return args[2];
@@ -155,7 +154,7 @@ class GuardedPgQuery extends CancelMachine {
     return promise ?? result;
   }
 
-  /** The Query pg made for this call: the newest in its queue, or the one it started at once. */
+  /** The Query pg made for this call: the newest in its queue, or the one it started. */
   private locate(queuedBefore: number, activeBefore: PgQuery | null | undefined): PgQuery | undefined {
     const queue = this.client._queryQueue;
     if (queue !== undefined && queue.length > queuedBefore) return queue[queue.length - 1];

@@ -20,7 +20,6 @@ export interface SpanShape {
   attributes: Record<string, string | number>;
 }
 
-/** Who stops the statement when the cutoff (or a cancellation) reaches it. */
 export interface CutoffHandler {
   onCutoff(reason: unknown): void;
 }
@@ -65,7 +64,6 @@ export class DbStatement {
 
   protected spanAdopted(_span: Span): void {}
 
-  /** Starts a CLIENT span of our own, for when no driver instrumentation makes one. */
   startOwnSpan(tracer: Tracer, ctx: Context, shape: SpanShape): void {
     if (this.span !== undefined) return;
     this.ownSpan = true;
@@ -82,7 +80,7 @@ export class DbStatement {
     });
   }
 
-  /** The error the caller gets for the abort, with the driver's error (if any) as `cause`. */
+  /** The caller's error for the abort, the driver's error (if any) as `cause`. */
   errorFor(driverError?: unknown): Error {
     return errorForAbort(this.reason, this.operation, this.deadline.expiresAtMs, driverError ?? this.reason);
   }
@@ -93,7 +91,6 @@ export class DbStatement {
     this.settle(error);
   }
 
-  /** Observe mode: enforce mode would have refused this statement. */
   markWouldReject(): void {
     this.guard.markWouldReject();
   }
