@@ -3,6 +3,7 @@ import { isTracingSuppressed } from '@opentelemetry/core';
 import { deadlineIn, getDeadline, withoutDeadline } from '../../src/context';
 import type { Deadline } from '../../src/deadline';
 import type { ClientHost } from '../call/host';
+import { wrapMethod, type MethodPatch } from '../wrap';
 
 export type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 export type Exports = Record<string, unknown>;
@@ -29,8 +30,14 @@ export function makeOpensOutsideDeadline(original: AnyFunction): AnyFunction {
   };
 }
 
-/** The prototype in the chain that defines `name` (mysql2 3.11.5+ moved the methods to a base class). */
-export function definerOf(proto: Exports, name: string): Exports {
+/** Wraps each of `wrappers` where `Class`'s prototype chain defines it (mysql2 3.11.5+ moved the methods to a base class). */
+export function wrapWhereDefined(Class: unknown, wrappers: Record<string, (original: AnyFunction) => AnyFunction>, owner: object, isActive: () => boolean): MethodPatch[] {
+  const proto = (Class as { prototype?: Exports } | undefined)?.prototype;
+  if (typeof Class !== 'function' || proto === undefined) return [];
+  return Object.entries(wrappers).flatMap(([name, makeWrapper]) => wrapMethod(definerOf(proto, name), name, owner, isActive, makeWrapper) ?? []);
+}
+
+function definerOf(proto: Exports, name: string): Exports {
   for (let current: Exports | null = proto; current !== null && current !== Object.prototype; current = Object.getPrototypeOf(current) as Exports | null) {
     if (Object.prototype.hasOwnProperty.call(current, name)) return current;
   }

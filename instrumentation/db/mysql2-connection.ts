@@ -1,8 +1,8 @@
 import { context, ROOT_CONTEXT } from '@opentelemetry/api';
 import { suppressTracing } from '@opentelemetry/core';
-import { wrapMethod, type MethodPatch } from '../wrap';
+import type { MethodPatch } from '../wrap';
 import { CANCEL_BOUND_MS, type CancelResult } from './cancel-machine';
-import { type AnyFunction, definerOf } from './driver-call';
+import { type AnyFunction, wrapWhereDefined } from './driver-call';
 
 interface SessionConnection {
   query(sql: string, callback: (err: unknown, result?: unknown) => void): unknown;
@@ -33,9 +33,7 @@ export function rollBack(connection: SessionConnection, done: (clean: boolean) =
 
 /** PoolConnection#release (lib/pool_connection.js): a connection in an unknown transaction state is rolled back first (see `unsure`). */
 export function patchMysql2PoolConnection(PoolConnection: unknown, _host: unknown, _slot: unknown, owner: object, isActive: () => boolean): MethodPatch[] {
-  const proto = (PoolConnection as { prototype?: Record<string, unknown> } | undefined)?.prototype;
-  if (typeof PoolConnection !== 'function' || proto === undefined) return [];
-  const patch = wrapMethod(definerOf(proto, 'release'), 'release', owner, isActive, (original: AnyFunction) =>
+  const wrapRelease = (original: AnyFunction) =>
     function release(this: unknown, ...args: unknown[]): unknown {
       const connection = this as SessionConnection;
       if (releasing.has(connection)) return undefined;
@@ -50,9 +48,8 @@ export function patchMysql2PoolConnection(PoolConnection: unknown, _host: unknow
         }),
       );
       return undefined;
-    },
-  );
-  return patch === undefined ? [] : [patch];
+    };
+  return wrapWhereDefined(PoolConnection, { release: wrapRelease }, owner, isActive);
 }
 
 /** An idle kill connection is closed after this long; the next cutoff opens a new one. */

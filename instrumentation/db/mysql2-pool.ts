@@ -1,8 +1,8 @@
 import { context } from '@opentelemetry/api';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
-import { wrapMethod, type MethodPatch } from '../wrap';
-import { type AnyFunction, definerOf, deliver, type Exports, isFunction, makeOpensOutsideDeadline, type NodeCallback, statementDeadline } from './driver-call';
+import type { MethodPatch } from '../wrap';
+import { type AnyFunction, deliver, isFunction, makeOpensOutsideDeadline, type NodeCallback, statementDeadline, wrapWhereDefined } from './driver-call';
 import { PoolWait, type WaiterQueue } from './pool-wait';
 
 interface MysqlPool {
@@ -19,10 +19,7 @@ function given<C extends object>(callback: C): C {
 
 /** Pool#getConnection (lib/pool.js, hooked as a file too): its callback runs in its caller's context, a connection it opens outside the deadline, and under a deadline the wait is bounded (PoolWait). */
 export function patchMysql2Pool(Pool: unknown, host: ClientHost, _slot: unknown, owner: object, isActive: () => boolean): MethodPatch[] {
-  const pool = (Pool as { prototype?: Exports } | undefined)?.prototype;
-  if (typeof Pool !== 'function' || pool === undefined) return [];
-  const patch = wrapMethod(definerOf(pool, 'getConnection'), 'getConnection', owner, isActive, makeGetConnectionWrapper(host));
-  return patch === undefined ? [] : [patch];
+  return wrapWhereDefined(Pool, { getConnection: makeGetConnectionWrapper(host) }, owner, isActive);
 }
 
 function makeGetConnectionWrapper(host: ClientHost) {

@@ -2,8 +2,8 @@ import { context, type Context, type Span } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
-import { isOwnWrapper, wrapMethod, type MethodPatch } from '../wrap';
-import { type AnyFunction, definerOf, deliver, type Exports, isFunction, type NodeCallback, statementDeadline } from './driver-call';
+import { isOwnWrapper, type MethodPatch } from '../wrap';
+import { type AnyFunction, deliver, type Exports, isFunction, type NodeCallback, statementDeadline, wrapWhereDefined } from './driver-call';
 import { dbSpanShape, driverInstrumented, type DriverSpanSlot } from './driver-span';
 import { patchMysql2Pool } from './mysql2-pool';
 import { markTransactionUnknown, MysqlKiller, patchMysql2PoolConnection, rollBack } from './mysql2-connection';
@@ -31,15 +31,10 @@ export function patchMysql2(moduleExports: Exports, host: ClientHost, slot: Driv
 
 /** `query` and `execute` of mysql2's Connection (lib/connection.js, hooked as a file too for `mysql2/promise`-only apps). */
 export function patchMysql2Connection(Connection: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
-  const connection = (Connection as { prototype?: Exports } | undefined)?.prototype;
-  if (typeof Connection !== 'function' || connection === undefined) return [];
+  if (typeof Connection !== 'function') return [];
   const killer = new MysqlKiller(Connection as new (opts: { config: unknown }) => never);
-  const patches: MethodPatch[] = [];
-  for (const method of ['query', 'execute']) {
-    const patch = wrapMethod(definerOf(connection, method), method, owner, isActive, makeStatementWrapper(host, slot, owner, killer, method));
-    if (patch !== undefined) patches.push(patch);
-  }
-  return patches;
+  const wrap = (method: string) => makeStatementWrapper(host, slot, owner, killer, method);
+  return wrapWhereDefined(Connection, { query: wrap('query'), execute: wrap('execute') }, owner, isActive);
 }
 
 function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, killer: MysqlKiller, method: string) {
