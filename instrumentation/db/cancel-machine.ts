@@ -1,6 +1,5 @@
-import type { DbCancel } from './attributes';
-import { isFunction } from './deliver';
-import type { CutoffHandler, DbStatement } from './statement';
+import { isFunction } from './driver-call';
+import type { CutoffHandler, DbCancel, DbStatement } from './statement';
 
 /** How long a statement whose cancel was sent may take to end before the caller gets its error anyway. */
 export const CANCEL_GRACE_MS = 1_000;
@@ -14,12 +13,10 @@ export type CancelResult = 'told' | 'not_told' | 'unsettled';
 type Results = unknown[];
 
 /**
- * One SQL statement and the cancel sent for it at the cutoff (pg's cancel
- * request, mysql2's `KILL QUERY`). A cancel stops whatever the connection runs
- * when it lands, so the driver part holds the connection back (pg: a barrier
- * in its queue; mysql2: `pause()`) until the cancel has settled, and ends it
- * past the bound. A result that comes meanwhile is held until the cancel
- * settles or the grace runs out; the caller is answered once.
+ * One SQL statement and the cancel sent for it at the cutoff (pg's cancel request, mysql2's `KILL QUERY`). A cancel
+ * stops whatever the connection runs when it lands, so the driver part holds the connection back (pg: a barrier in its
+ * queue; mysql2: `pause()`) until it has settled, and ends it past the bound. A result that comes meanwhile waits for
+ * the cancel or the grace; the caller is answered once.
  */
 export abstract class CancelMachine implements CutoffHandler {
   protected delivered = false;
@@ -36,7 +33,7 @@ export abstract class CancelMachine implements CutoffHandler {
 
   abstract onCutoff(reason: unknown): void;
 
-  /** Sends the cancel; `done` once, with what became of it. */
+  /** `done` once, with what became of the cancel. */
   protected abstract sendCancel(done: (result: CancelResult) => void): void;
 
   /** The cancel settled: the connection goes on, or is ended when the cancel may still land (`unsettled`). */
@@ -44,14 +41,11 @@ export abstract class CancelMachine implements CutoffHandler {
 
   /** Gives the caller the error now, before the driver's answer. */
   protected abstract fail(error: Error): void;
-
-  /** Gives the caller the driver's answer. */
   protected abstract answer(err: unknown, results: Results): void;
 
   /** The server's answer to a statement its cancel stopped (57014, 1317). */
   protected abstract isCancelError(err: unknown): boolean;
 
-  /** The driver reported the statement's end. */
   protected onEnded(): void {}
 
   protected startCancel(): void {
@@ -64,7 +58,6 @@ export abstract class CancelMachine implements CutoffHandler {
   private onCancelSettled(result: CancelResult): void {
     if (this.cancel !== 'pending') return;
     this.cancel = result;
-    // A held result runs again harmlessly once delivered.
     if (this.held !== undefined) this.held();
     // The server cannot be told, or did not answer: the caller gets its error now, the statement may run on.
     else if (result !== 'told') this.deliverEarly(result === 'not_told' ? 'not_told' : 'unconfirmed');
@@ -88,7 +81,6 @@ export abstract class CancelMachine implements CutoffHandler {
     this.fail(error);
   }
 
-  /** What the driver calls back with the statement's answer. */
   readonly onResult = (err: unknown, ...results: Results): void => {
     this.onEnded();
     if (this.delivered) return;
@@ -118,10 +110,7 @@ export abstract class CancelMachine implements CutoffHandler {
     statement.settle(err, this.cancel === 'not_told' ? 'not_told' : 'unconfirmed');
   }
 
-  /**
-   * Settles the statement when the driver reports its end (`target[key]`: pg `Query#callback`, mysql2
-   * `command.onResult`), before a driver instrumentation below us ends its span and calls ours.
-   */
+  /** Settles the statement as the driver reports its end (pg `Query#callback`, mysql2 `command.onResult`), before an instrumentation below us ends its span. */
   protected settleFirst(target: object | undefined, key: string): void {
     const record = target as Record<string, unknown> | undefined;
     const original = record?.[key];

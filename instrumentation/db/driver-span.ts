@@ -1,43 +1,37 @@
 import type { Span } from '@opentelemetry/api';
 import { isOwnWrapper, isShimmerWrapper } from '../wrap';
 import type { DbStatement, SpanShape } from './statement';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+import { type AnyFunction } from './driver-call';
 
 /** What `dispatching` holds while a call passes through us untouched: an inner hook's span is nobody's. */
 const PASSING_THROUGH = Symbol('otel-deadline.passing-through');
 
 /**
- * Hands a driver instrumentation's span (instrumentation-pg, -ioredis) to the statement it covers, through its
- * `requestHook`, in either registration order: on top of us it calls the hook just before our wrapper (the span waits
- * in `pending`, keyed by the command's argument array or the query text); below us it calls the hook while our
- * statement is `dispatching`. Both happen within one synchronous driver call, so one slot per driver is enough.
+ * Hands a driver instrumentation's span to the statement it covers through its `requestHook`, in either registration
+ * order: on top of us it calls the hook just before our wrapper (the span waits in `pending`, keyed by the command's
+ * arguments or the query text); below us, while our statement is `dispatching`. Both happen in one synchronous call.
  */
 export class DriverSpanSlot {
   private dispatching: DbStatement | typeof PASSING_THROUGH | undefined = undefined;
   private pending: Span | undefined = undefined;
-  /** The key `pending` was announced with; undefined when the caller of the hook gave none. */
   private pendingKey: unknown = undefined;
 
   constructor(private readonly isActive: () => boolean) {}
 
-  /** The `requestHook` to give the driver instrumentation, with the key of the call it announces. */
   readonly hook = (span: Span, key?: unknown): void => {
     const dispatching = this.dispatching;
     if (dispatching !== undefined) {
       if (dispatching !== PASSING_THROUGH) dispatching.adoptSpan(span);
       return;
     }
-    // Disabled, our wrappers pass every call through without taking it.
     if (!this.isActive()) return;
     this.pending = span;
     this.pendingKey = key;
   };
 
   /**
-   * The span an outer instrumentation announced for the call now entering our wrapper, if its key is `key` or a prefix
-   * of it (instrumentation-pg's sqlcommenter appends to the text). A span announced for another call stays: instrumentation-pg
-   * sends its own `SET application_name` through us between its hook and its statement.
+   * The span announced for the call entering our wrapper if its key is `key` or a prefix of it (sqlcommenter appends to
+   * the text). Another call's span stays: instrumentation-pg sends `SET application_name` between its hook and its statement.
    */
   take(key: unknown): Span | undefined {
     const span = this.pending;
@@ -49,7 +43,7 @@ export class DriverSpanSlot {
     return span;
   }
 
-  /** Runs the driver's method (`method.apply(self, args)`) with `statement` as the one inner hooks report to. */
+  /** Runs the driver's method with `statement` as the one inner hooks report to. */
   dispatch(statement: DbStatement | typeof PASSING_THROUGH, method: AnyFunction, self: unknown, args: unknown[]): unknown {
     const previous = this.dispatching;
     this.dispatching = statement;
@@ -60,7 +54,7 @@ export class DriverSpanSlot {
     }
   }
 
-  /** Runs the driver's method for a call we leave untouched: a span an inner instrumentation announces meanwhile is dropped. */
+  /** For a call we leave untouched: a span an inner instrumentation announces meanwhile is dropped. */
   passThrough(method: AnyFunction, self: unknown, args: unknown[]): unknown {
     return this.dispatch(PASSING_THROUGH, method, self, args);
   }

@@ -2,20 +2,15 @@ import { context, type Span } from '@opentelemetry/api';
 import { budgetLeft, refusalAt, refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
-import { statementDeadline } from './begin';
-import { makeOpensOutsideDeadline } from './connection-context';
+import { type AnyFunction, type Exports, makeOpensOutsideDeadline, statementDeadline } from './driver-call';
 import type { DriverSpanSlot } from './driver-span';
 import { clampBlockingTimeout } from './redis-blocking';
 import { cleanupAfterCut, commandKind, CUT_BY_DEADLINE, DISCARD_AND_UNWATCH, RedisCommandGuard, sendCleanup, type RedisCommand } from './redis-command-guard';
 import { isPipelineWrite, makePipelineSendCommand, ownSpanShape, patchAutoPipelinedCalls, queuedGuard, refusesWholeBatch } from './redis-pipeline';
 
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
-type Exports = Record<string, unknown>;
-
 /**
- * Redis#sendCommand under an active deadline (every ioredis 5/6 command goes through it). Redis cannot cancel a
- * command: one in flight at the cutoff rejects and its reply is dropped; blocking commands get their timeout clamped
- * so the server answers by the cutoff. Pipelines: redis-pipeline.ts.
+ * Redis#sendCommand (every ioredis 5/6 command goes through it). Redis cannot cancel a command: one in flight at the
+ * cutoff rejects and its reply is dropped; blocking commands get their timeout clamped. Pipelines: redis-pipeline.ts.
  */
 export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const Redis = (typeof moduleExports.default === 'function' ? moduleExports.default : moduleExports) as { prototype?: Exports };
@@ -25,7 +20,6 @@ export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: Dri
   const commander = Object.getPrototypeOf(proto) as Exports | null;
   const patches = [
     wrapMethod(proto, 'sendCommand', owner, isActive, makeSendCommandWrapper(host, slot, owner, isActive), { checksActive: true }),
-    // The connection's handshake, its offline-queue flush and its resends run in the context it was opened in.
     wrapMethod(proto, 'connect', owner, isActive, makeOpensOutsideDeadline),
     Pipeline?.prototype === undefined ? undefined : wrapMethod(Pipeline.prototype, 'sendCommand', owner, isActive, makePipelineSendCommand(host, owner, isActive), { checksActive: true }),
     ...(commander === null || commander === Object.prototype ? [] : patchAutoPipelinedCalls(commander, host, owner, isActive)),
@@ -35,14 +29,12 @@ export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: Dri
 
 function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean) {
   return (original: AnyFunction): AnyFunction => {
-    // An instrumentation-ioredis registered before us wraps the method below ours.
     const instrumentedBelow = isShimmerWrapper(original);
 
-    /** Sends clean-up commands (DISCARD, UNWATCH) on `client` below our guard. */
     const cleanUp = (client: unknown, command: RedisCommand, names: readonly string[]) =>
       sendCleanup(command.constructor as new (name: string) => object, (cleanup) => slot.passThrough(original, client, [cleanup]), names);
 
-    /** One command of a pipeline's write: never refused or left out for itself, judged by the deadline of the caller that queued it. */
+    /** One command of a pipeline's write: never refused or left out for itself. */
     function writeQueued(client: unknown, args: unknown[], stream: object, outerSpan: Span | undefined): unknown {
       const guard = queuedGuard(args[0]);
       const batch = guard?.batch;
@@ -82,7 +74,6 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
     return function sendCommand(this: unknown, ...args: unknown[]): unknown {
       if (!isActive()) return original.apply(this, args);
       const command = args[0] as RedisCommand | undefined;
-      // An instrumentation-ioredis on top of us announced its span for this command through its requestHook.
       const outerSpan = slot.take(command?.args);
       if (isPipelineWrite(args[1])) return writeQueued(this, args, args[1], outerSpan);
       const cut = command?.[CUT_BY_DEADLINE];
@@ -100,10 +91,9 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       const observe = settings.mode === 'observe';
       const guard = new RedisCommandGuard(deadline, observe, 'redis', undefined, command);
       if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
-      // One clock read: refusal, the blocking timeout and arming all go by it.
       const left = budgetLeft(deadline);
       const refusal = refusalAt(deadline, left, guard.operation, settings.minUsefulMs);
-      // Our own span unless another instrumentation makes one: below us (if the command reaches it), or on top.
+      // Our own span unless instrumentation-ioredis makes one: below us (if the command reaches it), or on top.
       if (outerSpan === undefined && (!instrumentedBelow || refusal !== undefined) && isOwnWrapper((this as Exports).sendCommand, owner)) {
         guard.startOwnSpan(host.tracer, ctx, ownSpanShape(this as Exports, guard.name));
       }
@@ -127,8 +117,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       // A MULTI or WATCH the cutoff rejects in flight may still open its state on the server: end it there too.
       if (cleanup !== undefined) guard.afterCut = () => cleanUp(this, command, cleanup);
       guard.arm(guard);
-      // Before the send: ioredis rejects some commands inside sendCommand (a closed connection, subscriber
-      // mode, no offline queue); an instrumentation-ioredis puts its own wrappers on top of these.
+      // Before the send: ioredis rejects some commands inside sendCommand (closed connection, subscriber mode).
       guard.settleOnReply();
       return slot.dispatch(guard, original, this, args);
     };

@@ -1,30 +1,24 @@
 import { InstrumentationNodeModuleDefinition, InstrumentationNodeModuleFile } from '@opentelemetry/instrumentation';
 import type { ClientHost } from '../call/host';
 import type { MethodPatch } from '../wrap';
-import { makeOpensOutsideDeadline } from './connection-context';
+import { type AnyFunction, type DbDriver, type Exports, makeOpensOutsideDeadline } from './driver-call';
 import { DriverSpanSlot } from './driver-span';
-import type { DbDriver } from './begin';
 import { patchIoredis } from './ioredis';
 import { patchMysql2, patchMysql2Connection } from './mysql2';
 import { patchMysql2Pool } from './mysql2-pool';
 import { patchMysql2PoolConnection } from './mysql2-connection';
 import { patchPg, patchPgClientFile } from './pg';
 
-type Exports = Record<string, unknown>;
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 type Patcher = (exports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean) => MethodPatch[];
 
-/** A file inside a driver's package whose exports are patched (or, for a file that exports one function, replaced) when it is loaded. */
+/** A file inside a driver's package whose exports are patched (or, when it exports one function, replaced). */
 interface DriverFile {
   path: string;
   patch?: Patcher;
   replace?: (original: AnyFunction) => AnyFunction;
 }
 
-/**
- * The drivers, their versions, and files inside them hooked too: where the OTel driver instrumentations patch (pg.ts),
- * and because `mysql2/promise` loads mysql2's classes without its main module (docs/internals.md).
- */
+/** The drivers and files inside them hooked too: where instrumentation-pg patches (pg.ts); `mysql2/promise` loads mysql2's classes without its main module. */
 const DRIVERS: readonly { name: DbDriver; versions: string[]; patch: Patcher; files?: DriverFile[] }[] = [
   { name: 'pg', versions: ['>=8.0.0 <9'], patch: patchPg, files: [{ path: 'pg/lib/client.js', patch: patchPgClientFile }] },
   {
@@ -42,7 +36,6 @@ const DRIVERS: readonly { name: DbDriver; versions: string[]; patch: Patcher; fi
   { name: 'ioredis', versions: ['>=5.0.0 <7'], patch: patchIoredis },
 ];
 
-/** The instrumentation scope of @opentelemetry/instrumentation-mysql2's spans. */
 export const MYSQL2_INSTRUMENTATION_SCOPE = '@opentelemetry/instrumentation-mysql2';
 
 export const DATABASE_MODULES: readonly string[] = DRIVERS.map((driver) => driver.name);

@@ -1,10 +1,8 @@
 import { context, ROOT_CONTEXT } from '@opentelemetry/api';
 import { suppressTracing } from '@opentelemetry/core';
-import { wrapMethod, type MethodPatch } from '../wrap';
+import type { MethodPatch } from '../wrap';
 import { CANCEL_BOUND_MS, type CancelResult } from './cancel-machine';
-import { definerOf } from './definer';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+import { type AnyFunction, wrapWhereDefined } from './driver-call';
 
 interface SessionConnection {
   query(sql: string, callback: (err: unknown, result?: unknown) => void): unknown;
@@ -16,10 +14,7 @@ function asBookkeeping(fn: () => void): void {
   context.with(suppressTracing(ROOT_CONTEXT), fn);
 }
 
-/**
- * Connections on which a deadline refused, skipped or cut a statement, so their transaction state is unknown: a pool
- * connection here is rolled back before it goes back to its pool, or destroyed.
- */
+/** Connections whose transaction state a refused, skipped or cut statement left unknown: rolled back before going back to their pool, or destroyed. */
 const unsure = new WeakSet<object>();
 /** Pool connections whose release waits for that rollback: a second release() meanwhile is the same one. */
 const releasing = new WeakSet<object>();
@@ -28,7 +23,7 @@ export function markTransactionUnknown(connection: object): void {
   unsure.add(connection);
 }
 
-/** Sends `ROLLBACK` and calls `done(true)` when the OK packet's status flags say no transaction is open (SERVER_STATUS_IN_TRANS). */
+/** Sends `ROLLBACK`; `done(true)` when the OK packet's SERVER_STATUS_IN_TRANS flag says no transaction is open. */
 export function rollBack(connection: SessionConnection, done: (clean: boolean) => void): void {
   connection.query('ROLLBACK', (err, result) => {
     const status = (result as { serverStatus?: unknown } | null | undefined)?.serverStatus;
@@ -36,14 +31,9 @@ export function rollBack(connection: SessionConnection, done: (clean: boolean) =
   });
 }
 
-/**
- * PoolConnection#release (lib/pool_connection.js): a connection left in an unknown transaction state goes back to its
- * pool only once a ROLLBACK answered that no transaction is open; otherwise it is destroyed.
- */
+/** PoolConnection#release (lib/pool_connection.js): a connection in an unknown transaction state is rolled back first (see `unsure`). */
 export function patchMysql2PoolConnection(PoolConnection: unknown, _host: unknown, _slot: unknown, owner: object, isActive: () => boolean): MethodPatch[] {
-  const proto = (PoolConnection as { prototype?: Record<string, unknown> } | undefined)?.prototype;
-  if (typeof PoolConnection !== 'function' || proto === undefined) return [];
-  const patch = wrapMethod(definerOf(proto, 'release'), 'release', owner, isActive, (original: AnyFunction) =>
+  const wrapRelease = (original: AnyFunction) =>
     function release(this: unknown, ...args: unknown[]): unknown {
       const connection = this as SessionConnection;
       if (releasing.has(connection)) return undefined;
@@ -58,9 +48,8 @@ export function patchMysql2PoolConnection(PoolConnection: unknown, _host: unknow
         }),
       );
       return undefined;
-    },
-  );
-  return patch === undefined ? [] : [patch];
+    };
+  return wrapWhereDefined(PoolConnection, { release: wrapRelease }, owner, isActive);
 }
 
 /** An idle kill connection is closed after this long; the next cutoff opens a new one. */
@@ -79,10 +68,7 @@ interface Killer {
   idle: ReturnType<typeof setTimeout> | undefined;
 }
 
-/**
- * `KILL QUERY <thread id>` from a separate connection per server and user, opened on the first cutoff, closed after
- * a few idle seconds, unref'd. The killed statement ends with 1317; its connection stays usable.
- */
+/** `KILL QUERY <thread id>` from a separate unref'd connection per server and user, opened on the first cutoff, closed when idle. */
 export class MysqlKiller {
   private readonly killers = new Map<string, Killer>();
 

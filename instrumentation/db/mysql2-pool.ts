@@ -1,25 +1,15 @@
 import { context } from '@opentelemetry/api';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
-import { wrapMethod, type MethodPatch } from '../wrap';
-import { statementDeadline } from './begin';
-import { makeOpensOutsideDeadline } from './connection-context';
-import { definerOf } from './definer';
-import { deliver, isFunction } from './deliver';
+import type { MethodPatch } from '../wrap';
+import { type AnyFunction, deliver, isFunction, makeOpensOutsideDeadline, type NodeCallback, statementDeadline, wrapWhereDefined } from './driver-call';
 import { PoolWait, type WaiterQueue } from './pool-wait';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
-type Exports = Record<string, unknown>;
-type Callback = (err: unknown, ...results: unknown[]) => void;
 
 interface MysqlPool {
   _connectionQueue?: { toArray(): unknown[]; removeOne(index: number): unknown };
 }
 
-/**
- * The callbacks our getConnection gave the pool. mysql2 hands a waiter to getConnection again when its connection is
- * destroyed, inside whoever destroyed it: a callback found here was judged by its own caller already and passes through.
- */
+/** The callbacks our getConnection gave the pool: mysql2 hands a waiter to getConnection again, inside whoever destroyed a connection; it passes through. */
 const poolCallbacks = new WeakSet<object>();
 
 function given<C extends object>(callback: C): C {
@@ -27,18 +17,11 @@ function given<C extends object>(callback: C): C {
   return callback;
 }
 
-/** Pool#getConnection of mysql2's Pool class (lib/pool.js; hooked as a file, like lib/connection.js). */
+/** Pool#getConnection (lib/pool.js, hooked as a file too): its callback runs in its caller's context, a connection it opens outside the deadline, and under a deadline the wait is bounded (PoolWait). */
 export function patchMysql2Pool(Pool: unknown, host: ClientHost, _slot: unknown, owner: object, isActive: () => boolean): MethodPatch[] {
-  const pool = (Pool as { prototype?: Exports } | undefined)?.prototype;
-  if (typeof Pool !== 'function' || pool === undefined) return [];
-  const patch = wrapMethod(definerOf(pool, 'getConnection'), 'getConnection', owner, isActive, makeGetConnectionWrapper(host));
-  return patch === undefined ? [] : [patch];
+  return wrapWhereDefined(Pool, { getConnection: makeGetConnectionWrapper(host) }, owner, isActive);
 }
 
-/**
- * Pool#getConnection: the callback runs in its caller's context (mysql2 calls waiters back from wherever a connection
- * came free), a connection it opens is opened outside the deadline, and under a deadline the wait is bounded (PoolWait).
- */
 function makeGetConnectionWrapper(host: ClientHost) {
   return (original: AnyFunction): AnyFunction => {
     const opensOutsideDeadline = makeOpensOutsideDeadline(original);
@@ -48,7 +31,7 @@ function makeGetConnectionWrapper(host: ClientHost) {
       if (poolCallbacks.has(first)) return opensOutsideDeadline.apply(this, args);
       const ctx = context.active();
       const deadline = statementDeadline(host, 'mysql2', ctx);
-      const callback = given(context.bind(ctx, first as Callback));
+      const callback = given(context.bind(ctx, first as NodeCallback));
       if (deadline === undefined) return original.call(this, callback);
       if (host.settings.mode === 'observe') return opensOutsideDeadline.call(this, callback);
       const refusal = refusalFor(deadline, 'mysql2.getConnection', host.settings.minUsefulMs);

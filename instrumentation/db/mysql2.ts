@@ -2,30 +2,24 @@ import { context, type Context, type Span } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
-import { isOwnWrapper, wrapMethod, type MethodPatch } from '../wrap';
-import { statementDeadline } from './begin';
-import { deliver, isFunction, type NodeCallback } from './deliver';
+import { isOwnWrapper, type MethodPatch } from '../wrap';
+import { type AnyFunction, deliver, type Exports, isFunction, type NodeCallback, statementDeadline, wrapWhereDefined } from './driver-call';
 import { dbSpanShape, driverInstrumented, type DriverSpanSlot } from './driver-span';
-import { definerOf } from './definer';
 import { patchMysql2Pool } from './mysql2-pool';
 import { markTransactionUnknown, MysqlKiller, patchMysql2PoolConnection, rollBack } from './mysql2-connection';
-import { GuardedMysqlStatement, type MysqlCommand, type MysqlConnection } from './mysql2-statement';
 import { holdsSeveralStatements, sqlCommand, sqlRole, type SqlRole } from './sql';
+import { CancelMachine, type CancelResult } from './cancel-machine';
 import { DbStatement, type SpanShape } from './statement';
 
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
-type Exports = Record<string, unknown>;
-
-export { ER_QUERY_INTERRUPTED } from './mysql2-statement';
 const OPERATION = 'mysql2.query';
 
-/** instrumentation-mysql2's span name (the statement's command) and connection attributes; never the SQL text. */
+/** instrumentation-mysql2's span name and connection attributes; never the SQL text. */
 function mysqlSpanShape(connection: MysqlConnection, command: string | undefined): SpanShape {
   const config = connection.config ?? {};
   return dbSpanShape(command ?? 'mysql', 'mysql', command, config.database, config.host, config.port);
 }
 
-/** The patches for one loaded `mysql2` (its main module): query and execute on every connection, and the pool's wait for one. */
+/** The patches for mysql2's main module. */
 export function patchMysql2(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const exports = (moduleExports.Connection === undefined && typeof moduleExports.default === 'object' ? moduleExports.default : moduleExports) as Exports;
   return [
@@ -37,15 +31,10 @@ export function patchMysql2(moduleExports: Exports, host: ClientHost, slot: Driv
 
 /** `query` and `execute` of mysql2's Connection (lib/connection.js, hooked as a file too for `mysql2/promise`-only apps). */
 export function patchMysql2Connection(Connection: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
-  const connection = (Connection as { prototype?: Exports } | undefined)?.prototype;
-  if (typeof Connection !== 'function' || connection === undefined) return [];
+  if (typeof Connection !== 'function') return [];
   const killer = new MysqlKiller(Connection as new (opts: { config: unknown }) => never);
-  const patches: MethodPatch[] = [];
-  for (const method of ['query', 'execute']) {
-    const patch = wrapMethod(definerOf(connection, method), method, owner, isActive, makeStatementWrapper(host, slot, owner, killer, method));
-    if (patch !== undefined) patches.push(patch);
-  }
-  return patches;
+  const wrap = (method: string) => makeStatementWrapper(host, slot, owner, killer, method);
+  return wrapWhereDefined(Connection, { query: wrap('query'), execute: wrap('execute') }, owner, isActive);
 }
 
 function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, killer: MysqlKiller, method: string) {
@@ -88,7 +77,7 @@ function guarded(
   // (sql, cb), (sql, values, cb), or a command object carrying it (Pool#query).
   const index = isFunction(args[2]) ? 2 : isFunction(args[1]) ? 1 : -1;
   const given = (index >= 0 ? args[index] : command?.onResult) as NodeCallback | undefined;
-  // mysql2 calls back from its socket's events: the caller's callback, and any statement it makes, run in the caller's context.
+  // mysql2 calls back from its socket's events: the callback runs in the caller's context.
   const callback = given === undefined ? undefined : context.bind(ctx, given);
   if (refusal !== undefined && !observe) {
     statement.refuse(refusal);
@@ -125,4 +114,80 @@ function guarded(
   call.settleBeforeDriver();
   statement.arm(call);
   return result;
+}
+
+/** ER_QUERY_INTERRUPTED: what MariaDB/MySQL answers a statement `KILL QUERY` stopped. */
+const ER_QUERY_INTERRUPTED = 1317;
+
+interface MysqlCommand {
+  sql?: unknown;
+  emit?: (event: string) => unknown;
+  onResult?: unknown;
+  next?: unknown;
+  start?: unknown;
+}
+
+interface MysqlConnection {
+  query: unknown;
+  threadId?: unknown;
+  config?: { host?: unknown; port?: unknown; user?: unknown; database?: unknown; socketPath?: unknown; multipleStatements?: unknown };
+  _command?: unknown;
+  pause?: () => void;
+  resume?: () => void;
+  destroy?: () => void;
+}
+
+/** A statement stopped at the cutoff with `KILL QUERY`. Until the kill settles the connection is paused: it reads no answer, so nothing queued behind starts. */
+class GuardedMysqlStatement extends CancelMachine {
+  command: MysqlCommand | undefined;
+
+  constructor(
+    private readonly connection: MysqlConnection,
+    statement: DbStatement,
+    private readonly killer: MysqlKiller,
+    private readonly callback: NodeCallback,
+    several: boolean,
+  ) {
+    super(statement, () => several);
+  }
+
+  settleBeforeDriver(): void {
+    this.settleFirst(this.command, 'onResult');
+  }
+
+  onCutoff(): void {
+    const { command, connection } = this;
+    // Whatever the caller had open on this connection, it no longer knows in which state.
+    markTransactionUnknown(connection);
+    if (command !== undefined && command.next === null && connection._command !== command) {
+      // Still queued on the connection: it will be skipped when its turn comes, never sent.
+      command.start = () => null;
+      return this.deliverEarly(undefined, false);
+    }
+    if (connection.config === undefined || typeof connection.pause !== 'function' || typeof connection.resume !== 'function') return this.deliverEarly('not_told');
+    connection.pause();
+    this.startCancel();
+  }
+
+  protected sendCancel(done: (result: CancelResult) => void): void {
+    this.killer.kill(this.connection.config!, this.connection.threadId, done);
+  }
+
+  /** A kill that may still land ends the connection first: a queued command then fails, never reaching the server. */
+  protected afterCancel(result: CancelResult): void {
+    if (result === 'unsettled') this.connection.destroy?.();
+    this.connection.resume!();
+  }
+
+  protected isCancelError(err: unknown): boolean {
+    return typeof err === 'object' && err !== null && (err as { errno?: unknown }).errno === ER_QUERY_INTERRUPTED;
+  }
+
+  protected fail(error: Error): void {
+    deliver(this.callback, error);
+  }
+
+  protected answer(err: unknown, results: unknown[]): void {
+    deliver(this.callback, err, ...results);
+  }
 }

@@ -3,17 +3,15 @@ import { DeadlineCancelledError, DeadlineExceededError } from '../../src/errors'
 import { CANCEL_BOUND_MS, type CancelResult } from './cancel-machine';
 
 /** The parts of pg 8.x read here; the private ones are in docs/internals.md, checked by test/db/pg-internals.test.ts. */
-export type PgCallback = (err: unknown, result?: unknown) => void;
-
 export interface PgQuery {
   text?: unknown;
   callback?: unknown;
   submit?: unknown;
   handleError?: (err: unknown, connection: unknown) => void;
   handleReadyForQuery?: (connection: unknown) => void;
-  /** pg-cursor: `busy` while rows are being fetched, `idle` while suspended between reads. */
+  /** pg-cursor: `idle` while suspended between reads. */
   state?: unknown;
-  /** pg-query-stream (a Readable) */
+  /** pg-query-stream, a Readable */
   destroy?: (err?: unknown) => void;
   readable?: unknown;
 }
@@ -32,13 +30,13 @@ export interface PgClient {
   removeListener(event: string, listener: (err: unknown) => void): unknown;
   release?: (err?: unknown) => void;
   end?: () => unknown;
-  /** The status byte of the last ReadyForQuery ('I' idle, 'T' in a transaction, 'E' in a failed one). */
+  /** The last ReadyForQuery's status byte ('I' idle). */
   getTransactionStatus?: () => unknown;
 }
 
 export type PgConnectCallback = (err: unknown, client?: PgClient, release?: (err?: unknown) => void) => void;
 
-/** SQLSTATE query_canceled: what PostgreSQL answers a statement its cancel request stopped. */
+/** SQLSTATE query_canceled: the answer to a statement a cancel request stopped. */
 export function isPgCancel(err: unknown): boolean {
   return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '57014';
 }
@@ -48,11 +46,10 @@ export function activeQueryOf(client: PgClient): PgQuery | null | undefined {
   return '_activeQuery' in client ? client._activeQuery : (client as { activeQuery?: PgQuery | null }).activeQuery;
 }
 
-/** What our guards leave on a pg connection: unsettled cuts, and whether this checkout had a statement refused or cut. */
+/** What our guards leave on a pg connection: unsettled cuts, and whether the checkout had a statement refused or cut. */
 export class PgSession {
   private unsettled = 0;
   private waiters: (() => void)[] = [];
-  /** A statement of the current checkout was refused or cut at its deadline. */
   touched = false;
   /** We ended the connection: a cancel to it might still arrive. */
   destroyed = false;
@@ -61,7 +58,6 @@ export class PgSession {
     return this.unsettled === 0;
   }
 
-  /** Calls `fn` once no cut on the connection is unsettled (at once if none is). */
   whenSettled(fn: () => void): void {
     if (this.unsettled === 0) return fn();
     this.waiters.push(fn);
@@ -106,10 +102,9 @@ export function sessionOf(client: PgClient): PgSession {
 }
 
 /**
- * A Submittable put first in pg's queue when a running statement is cut; pg
- * submits it once that statement has ended. It sends a Sync only once the
- * cancel has settled (the backend then drops a cancel that finds it idle), and
- * its ReadyForQuery lets pg go on to what queued meanwhile.
+ * A Submittable put first in pg's queue when a running statement is cut; pg submits it once that statement has ended.
+ * It sends a Sync only once the cancel has settled (a cancel that finds the backend idle is dropped), and its
+ * ReadyForQuery lets pg go on to what queued meanwhile.
  */
 export class CancelBarrier implements PgQuery {
   private connection: { sync?: () => void } | undefined = undefined;
@@ -124,7 +119,6 @@ export class CancelBarrier implements PgQuery {
     if (this.open) this.connection.sync?.();
   }
 
-  /** The cancel settled: pg may go on once the statement before the barrier has ended. */
   release(): void {
     if (this.open) return;
     this.open = true;
@@ -157,10 +151,7 @@ export function destroyPgConnection(client: PgClient): void {
   }
 }
 
-/**
- * Sends the protocol's CancelRequest for `client`'s backend on a new connection, as libpq's PQcancel does, and
- * waits for the server to close it, which it does once it has signalled the backend. Never throws.
- */
+/** Sends a CancelRequest for `client`'s backend on a new connection, as libpq's PQcancel does; the server closes it once it has signalled the backend. Never throws. */
 export function sendPgCancel(client: PgClient, done: (result: CancelResult) => void): void {
   const { processID, secretKey } = client;
   const params = client.connectionParameters ?? {};
@@ -203,7 +194,7 @@ export function sendPgCancel(client: PgClient, done: (result: CancelResult) => v
 
 type Release = (err?: unknown) => void;
 
-/** A pg-pool checkout's connect callback whose client comes with guardedRelease (`client.release` and the third argument). */
+/** A pg-pool connect callback whose client comes with guardedRelease (`client.release` and the third argument). */
 export function withGuardedRelease(callback: PgConnectCallback): PgConnectCallback {
   return (err, client, release) => {
     if (client === undefined || client === null || typeof release !== 'function') return callback(err, client, release);
@@ -214,13 +205,9 @@ export function withGuardedRelease(callback: PgConnectCallback): PgConnectCallba
 }
 
 /**
- * pg-pool's release for one checkout on which a statement was refused or cut:
- * the connection goes back to the pool only once every cut on it has settled,
- * and only when the server's own transaction status (`getTransactionStatus()`)
- * says idle; otherwise it is destroyed (`release(true)`). A statement the
- * server confirmed it cancelled leaves the connection ready for the next one,
- * so that error (pg-pool's query releases with it) does not destroy it. A
- * checkout nothing was cut on is released as pg-pool would.
+ * pg-pool's release for a checkout on which a statement was refused or cut: the connection goes back once every cut on
+ * it has settled and the server's transaction status says idle, else it is destroyed. A confirmed cancel (pg-pool's
+ * query releases with that error) leaves it usable. Other checkouts are released as pg-pool would.
  */
 function guardedRelease(client: PgClient, release: Release): Release {
   let called = false;

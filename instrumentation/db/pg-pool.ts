@@ -2,15 +2,12 @@ import { context, type Context } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
-import { statementDeadline } from './begin';
-import { callbackOrPromise, deliver, isFunction } from './deliver';
+import { type AnyFunction, callbackOrPromise, deliver, isFunction, statementDeadline } from './driver-call';
 import { pgSpanShape, PG_OPERATION } from './pg-query';
 import { withGuardedRelease, type PgClient, type PgConnectCallback } from './pg-connection';
 import { isSqlWrite, sqlCommand } from './sql';
 import { DbStatement } from './statement';
 import { PoolWait, type WaiterQueue } from './pool-wait';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
 interface PgPool {
   ending?: unknown;
@@ -31,10 +28,7 @@ const PENDING: WaiterQueue<PgPool> = {
   },
 };
 
-/**
- * The caller of the pg-pool `query` our Pool#query passes through: its Pool#connect, made at once, learns from here
- * whose statement it waits for (pg-pool calls waiters back inside another request's release).
- */
+/** The caller of the Pool#query now running: the Pool#connect it makes learns from here whose statement it waits for. */
 let poolQueryCaller: { ctx: Context; text: unknown } | undefined;
 
 /** Pool#query: pg-pool's own, with its caller's context and text known to the Pool#connect it makes. */
@@ -50,10 +44,7 @@ export function makePgPoolQueryWrapper(original: AnyFunction): AnyFunction {
   };
 }
 
-/**
- * Pool#connect: every checkout gets a guarded release (pg-connection.ts), its callback runs in its caller's context,
- * and under a deadline the wait is bounded (PoolWait).
- */
+/** Pool#connect: a guarded release (pg-connection.ts), the callback in its caller's context, the wait bounded (PoolWait). */
 export function makePgPoolConnectWrapper(host: ClientHost) {
   return (original: AnyFunction): AnyFunction =>
     function connect(this: unknown, ...args: unknown[]): unknown {

@@ -3,15 +3,12 @@ import type { Deadline } from '../../src/deadline';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper } from '../wrap';
-import { statementDeadline } from './begin';
+import { type AnyFunction, callbackOrPromise, deliver, isFunction, statementDeadline } from './driver-call';
 import { CancelMachine, type CancelResult } from './cancel-machine';
-import { callbackOrPromise, deliver, isFunction } from './deliver';
 import { dbSpanShape, driverInstrumented, type DriverSpanSlot } from './driver-span';
 import { activeQueryOf, CancelBarrier, destroyPgConnection, isPgCancel, sendPgCancel, sessionOf, type PgClient, type PgCut, type PgQuery } from './pg-connection';
 import { holdsSeveralStatements, sqlCommand, sqlRole } from './sql';
 import { DbStatement, type SpanShape } from './statement';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
 
 export const PG_OPERATION = 'pg.query';
 
@@ -23,7 +20,7 @@ export function pgSpanShape(client: PgClient, command: string | undefined): Span
   return dbSpanShape(name, 'postgresql', command, database, params.host, params.port);
 }
 
-/** A pg statement's guard. A text with several statements may have changed data before the part that was cancelled. */
+/** A text with several statements may have changed data before the part that was cancelled. */
 class PgStatement extends DbStatement {
   holdsSeveral(): boolean {
     return holdsSeveralStatements(this.subject, 'postgres');
@@ -45,7 +42,6 @@ function failSubmittable(query: PgQuery, error: Error, connection: unknown): voi
 export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object) {
   return (original: AnyFunction): AnyFunction => {
     return function query(this: unknown, ...args: unknown[]): unknown {
-      // An instrumentation-pg on top of us announced its span for this query through its requestHook a moment ago.
       const outerSpan = slot.take(queryTextOf(args[0]));
       const ctx = context.active();
       const deadline = statementDeadline(host, 'pg', ctx);
@@ -59,12 +55,11 @@ export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner
   };
 }
 
-/** The text of a query given as a string or a config object, as instrumentation-pg's requestHook reports it. */
 function queryTextOf(config: unknown): unknown {
   return typeof config === 'string' ? config : typeof config === 'object' && config !== null ? (config as { text?: unknown }).text : undefined;
 }
 
-/** The caller's callback: `(text, cb)`, `(text, values, cb)` or a config object's `callback`. */
+/** `(text, cb)`, `(text, values, cb)` or a config object's `callback`. */
 function callbackOf(args: unknown[]): ((...a: never[]) => unknown) | undefined {
   if (isFunction(args[1])) return args[1];
   if (isFunction(args[2])) return args[2];
@@ -125,11 +120,10 @@ function guardedQuery(
 class GuardedPgQuery extends CancelMachine {
   private query: PgQuery | undefined;
   private userCallback: ((err: unknown, result?: unknown) => void) | undefined;
-  /** Set once the cutoff reached the statement in flight: what it leaves on the connection until it settles. */
   private cut: PgCut | undefined = undefined;
   private barrier: CancelBarrier | undefined = undefined;
   private ended = false;
-  /** The error the caller was given early: a submittable's end of statement must not turn it into an `end`. */
+  /** The caller's early error: a submittable's end of statement must not turn it into an `end`. */
   private earlyError: Error | undefined;
 
   constructor(
@@ -160,7 +154,7 @@ class GuardedPgQuery extends CancelMachine {
     return promise ?? result;
   }
 
-  /** The Query pg made for this call: the newest in its queue, or the one it started at once. */
+  /** The Query pg made for this call: the newest in its queue, or the one it started. */
   private locate(queuedBefore: number, activeBefore: PgQuery | null | undefined): PgQuery | undefined {
     const queue = this.client._queryQueue;
     if (queue !== undefined && queue.length > queuedBefore) return queue[queue.length - 1];
@@ -206,10 +200,7 @@ class GuardedPgQuery extends CancelMachine {
     this.cut?.cancelEnd();
   }
 
-  /**
-   * The statement is cut: the connection serves nobody else until it has ended and (`cancelPending`) its cancel
-   * settled. A barrier right behind it in pg's queue tells when; in pipeline mode, the statement's end.
-   */
+  /** The connection serves nobody else until the statement has ended and its cancel (if pending) settled: a barrier first in pg's queue tells when; in pipeline mode, its end. */
   private openCut(cancelPending: boolean): void {
     const cut = sessionOf(this.client).openCut(cancelPending);
     this.cut = cut;

@@ -1,11 +1,9 @@
 import type { ClientHost } from '../call/host';
 import { isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
-import { makeOpensOutsideDeadline } from './connection-context';
+import { type Exports, makeOpensOutsideDeadline } from './driver-call';
 import type { DriverSpanSlot } from './driver-span';
 import { makePgPoolConnectWrapper, makePgPoolQueryWrapper } from './pg-pool';
 import { makePgQueryWrapper } from './pg-query';
-
-type Exports = Record<string, unknown>;
 
 /** The patches for one loaded `pg` (its CommonJS exports, or the ESM namespace whose classes are the same). */
 export function patchPg(moduleExports: Exports, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
@@ -16,7 +14,7 @@ export function patchPg(moduleExports: Exports, host: ClientHost, slot: DriverSp
   return [...patchPgClient(exports.Client, host, slot, owner, isActive), ...poolPatches.filter((patch) => patch !== undefined)];
 }
 
-/** Client#query, and Client#connect: a connection opened under a deadline must not carry it (connection-context.ts). */
+/** Client#query, and Client#connect: a connection opened under a deadline must not carry it (driver-call.ts). */
 function patchPgClient(Client: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const client = (Client as { prototype?: Exports } | undefined)?.prototype;
   if (client === undefined) return [];
@@ -25,9 +23,8 @@ function patchPgClient(Client: unknown, host: ClientHost, slot: DriverSpanSlot, 
 }
 
 /**
- * `pg/lib/client.js` as it loads. instrumentation-pg wraps `Client#query` here and again at the main module,
- * unwrapping its first wrapper only if still on top: we wrap here only if nobody has yet, else at the main module, so
- * there is one instrumentation-pg wrapper and one span per statement.
+ * `pg/lib/client.js`: instrumentation-pg wraps `Client#query` here and again at the main module, unwrapping the first
+ * only if still on top; we wrap here only if nobody has yet, so there is one instrumentation-pg span per statement.
  */
 export function patchPgClientFile(Client: unknown, host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean): MethodPatch[] {
   const query = (Client as { prototype?: Exports } | undefined)?.prototype?.query;

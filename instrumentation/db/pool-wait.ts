@@ -1,6 +1,6 @@
 import { onDeadlineAbort, type Deadline } from '../../src/deadline';
 import { errorForAbort } from '../../src/errors';
-import { deliver } from './deliver';
+import { deliver } from './driver-call';
 
 /** A pool's queue of waiters: what it holds now (a snapshot), and how one entry leaves it. */
 export interface WaiterQueue<Pool> {
@@ -10,10 +10,7 @@ export interface WaiterQueue<Pool> {
 
 type Answer = (err: unknown, connection?: never, ...rest: never[]) => void;
 
-/**
- * A caller's wait for a pool connection under a deadline. At the cutoff the waiter leaves the pool's queue (no public
- * API does: docs/internals.md) and gets the deadline's error; a connection that comes later goes back to the pool.
- */
+/** A wait for a pool connection under a deadline: at the cutoff the waiter leaves the pool's queue (docs/internals.md); a later connection goes back. */
 export class PoolWait<Pool> {
   private settled = false;
   private stop: (() => void) | undefined = undefined;
@@ -25,12 +22,11 @@ export class PoolWait<Pool> {
     private readonly operation: string,
     private readonly queue: WaiterQueue<Pool>,
     private readonly callback: Answer,
-    /** Gives back a connection that came after the caller left. */
     private readonly giveBack: (connection: never, rest: never[]) => void,
     private readonly failed?: (error: Error) => void,
   ) {}
 
-  /** Asks the pool for a connection (`request.call(pool, answer)`) and, unless it answered at once, watches the deadline meanwhile. */
+  /** Asks the pool for a connection and, unless it answered at once, watches the deadline. */
   start(pool: Pool, request: (this: unknown, ...args: unknown[]) => unknown): void {
     const before = this.queue.entries(pool).length;
     request.call(pool, this.answer);

@@ -69,21 +69,15 @@ function word(arg: unknown): string {
   return '';
 }
 
-/** Whether `name` (lower case) is a blocking command whose timeout is clamped. */
 export function isBlocking(name: string): boolean {
   return Object.prototype.hasOwnProperty.call(GRAMMARS, name);
 }
 
-/** The index of the timeout argument of blocking command `name` (lower case) in `args`, or -1 (see TimeoutAt). */
 export function blockingTimeoutIndex(name: string, args: readonly unknown[]): number {
   return isBlocking(name) ? GRAMMARS[name]!.timeoutAt(args) : -1;
 }
 
-/**
- * Clamps a blocking command's timeout argument in place to `remainingMs` (0, forever, included), at least 1 ms,
- * seconds with millisecond precision. True when it now blocks no longer than that; false when it does not block or
- * its timeout cannot be read.
- */
+/** Clamps a blocking command's timeout in place to `remainingMs` (at least 1 ms); true when it now blocks no longer than that. */
 export function clampBlockingTimeout(name: string, args: unknown[], remainingMs: number): boolean {
   const index = blockingTimeoutIndex(name, args);
   if (index < 0) return false;

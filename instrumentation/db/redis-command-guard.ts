@@ -9,15 +9,10 @@ export interface RedisCommand {
   promise: Promise<unknown>;
   reject(err: unknown): void;
   resolve(value: unknown): void;
-  /** Set when the cutoff rejected the command: the error it was rejected with. */
   [CUT_BY_DEADLINE]?: Error;
 }
 
-/**
- * Marks a command the cutoff rejected: ioredis resends unanswered commands
- * when its connection comes back, outside the deadline's context, and one the
- * caller was told failed must not run then (a BLPOP would pop for nobody).
- */
+/** Marks a command the cutoff rejected (with its error): ioredis resends unanswered commands on reconnect, and a BLPOP would then pop for nobody. */
 export const CUT_BY_DEADLINE = Symbol('otel-deadline.cut-by-deadline');
 
 /** Commands that only read: one the cutoff reached in flight left nothing half-done. Anything else is a write. */
@@ -27,34 +22,26 @@ const READ_COMMANDS = new Set(
   ),
 );
 
-/**
- * DISCARD, UNWATCH, RESET end a transaction or restore the connection's
- * session state, which outlives the request: sent whatever the clock says.
- */
+/** They end a transaction or restore session state, which outlives the request: sent whatever the clock says. */
 const CLEANUP = new Set(['discard', 'unwatch', 'reset']);
 
-/** A command name in lower case (what spans, errors and the tables use), and what the guard does with it. */
+/** A command name in lower case, and what the guard does with it. */
 export function commandKind(name: unknown): { name: string; blocking: boolean; cleanup: boolean } {
   const lower = String(name).toLowerCase();
   return { name: lower, blocking: isBlocking(lower), cleanup: CLEANUP.has(lower) };
 }
 
-/** DISCARD ends a MULTI and drops what it queued (and its WATCH); UNWATCH a WATCH whose MULTI never went. Harmless when nothing is open. */
+/** DISCARD ends a MULTI (and its WATCH); UNWATCH a WATCH whose MULTI never went. Harmless when nothing is open. */
 export const DISCARD_AND_UNWATCH: readonly string[] = ['discard', 'unwatch'];
 
-/** What ends the state a MULTI or WATCH cut in flight may have opened on the server; undefined for any other command. */
+/** What ends the state a MULTI or WATCH cut in flight may have opened on the server. */
 export function cleanupAfterCut(name: string): readonly string[] | undefined {
   if (name === 'multi') return DISCARD_AND_UNWATCH;
   if (name === 'watch') return ['unwatch'];
   return undefined;
 }
 
-/**
- * Sends `names` below our guard (`send`), now and in order, replies ignored:
- * in place of a refused EXEC, nothing queued is committed and no later
- * command of another request answers QUEUED. `Command` is ioredis's public
- * class of the refused command.
- */
+/** Sends `names` below our guard, in order, replies ignored, with ioredis's public `Command` class: after a refused EXEC no later command answers QUEUED. */
 export function sendCleanup(Command: new (name: string) => object, send: (command: object) => unknown, names: readonly string[]): void {
   for (const name of names) {
     const sent = send(new Command(name)) as { promise?: Promise<unknown> } | undefined;
@@ -63,15 +50,15 @@ export function sendCleanup(Command: new (name: string) => object, send: (comman
   }
 }
 
-/** One command (the statement's `subject`) from sendCommand, or its queuing in a pipeline, to its reply. */
+/** One command (the `subject`) from sendCommand, or its queuing in a pipeline, to its reply. */
 export class RedisCommandGuard extends DbStatement implements CutoffHandler {
-  /** A blocking command clamped to end by the cutoff: its reply may carry an element the server removed (BLPOP), so it is awaited and delivered. */
+  /** A blocking command clamped to end by the cutoff: its reply may carry an element the server removed (BLPOP), so it is delivered. */
   deliversLateReply = false;
 
-  /** A command queued in a pipeline: written with its batch, which is never cut for it; at the cutoff its caller is released. */
+  /** Queued in a pipeline: written with its batch, never cut for it; at the cutoff its caller is released. */
   batch: PipelineMember | undefined = undefined;
 
-  /** Set for a MULTI or WATCH sent on its own: ends the state it may have opened on the server when the cutoff rejects it. */
+  /** For a MULTI or WATCH sent on its own: ends the state it may have opened when the cutoff rejects it. */
   afterCut: (() => void) | undefined = undefined;
 
   private get command(): RedisCommand {
@@ -90,11 +77,7 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
     return !READ_COMMANDS.has(this.name);
   }
 
-  /**
-   * instrumentation-ioredis ends its span in its own `resolve` wrapper, before
-   * the guard settles: the span processor then writes `completed` for a span
-   * that ends on its reply. Other outcomes are written before the span ends.
-   */
+  /** instrumentation-ioredis ends its span in its `resolve` wrapper, before the guard settles: the span processor writes `completed` then. */
   protected override spanAdopted(span: Span): void {
     if (!this.observe) this.spanEndsCompleted = markStatementInFlight(span);
   }
@@ -111,16 +94,11 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
     this.afterCut?.();
   }
 
-  /**
-   * Settles the guard when ioredis resolves or rejects the command, in that
-   * call: the promise would settle it a microtask later, after a driver
-   * instrumentation's span has ended (docs/internals.md).
-   */
+  /** Settles the guard in ioredis's resolve/reject call: the promise would be a microtask late, after a driver instrumentation's span ended (docs/internals.md). */
   settleOnReply(): void {
     const { command } = this;
     const { resolve, reject } = command;
     command.resolve = (value: unknown) => {
-      // A late reply of a blocking command (see deliversLateReply) is the command's result.
       if (this.deliversLateReply) this.reason = undefined;
       this.settle();
       resolve.call(command, value);
@@ -133,10 +111,8 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
   }
 
   /**
-   * Releases the caller of a command in a batch, never the batch: an
-   * auto-pipelined caller's promise rejects now; an explicit pipeline's command
-   * once written (the pipeline counts replies from its flush on). The command
-   * still goes out and its reply is dropped.
+   * Releases the caller of a command in a batch, never the batch: an auto-pipelined caller's promise rejects now; an
+   * explicit pipeline's command once written (the pipeline counts replies from its flush). Its reply is dropped.
    */
   releaseFromBatch(batch: PipelineMember, error: Error): void {
     if (batch.releaseCaller === undefined && !batch.written) {
@@ -151,7 +127,7 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
 
 /** How a command queued in a pipeline stands: see RedisCommandGuard.batch. */
 export interface PipelineMember {
-  /** Every command queued in the same pipeline, in order: null for one with no deadline. */
+  /** Every command queued in the pipeline, in order: null for one with no deadline. */
   readonly members: (RedisCommandGuard | null)[];
   readonly pipeline: { readonly length?: unknown };
   /** Auto-pipelining: rejects the promise the caller holds. */

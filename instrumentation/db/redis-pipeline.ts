@@ -1,7 +1,6 @@
 /**
- * ioredis pipelines (`pipeline()`, `multi()`) and auto-pipelining. A batch is written from `exec()` or a
- * `setImmediate` in nobody's context in particular: each command is judged by the deadline where its caller queued it
- * (Pipeline#sendCommand runs inside the caller's call), and a batch is never refused, delayed or cut for one member.
+ * ioredis pipelines and auto-pipelining. A batch is written from `exec()` or a `setImmediate` in nobody's context: each
+ * command is judged by the deadline where its caller queued it, and a batch is never refused, delayed or cut for one member.
  */
 import { context, type Context } from '@opentelemetry/api';
 import { withoutDeadline } from '../../src/context';
@@ -9,14 +8,11 @@ import type { Deadline } from '../../src/deadline';
 import { budgetLeft, mayStart, refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { isOwnWrapper, isShimmerWrapper, unwrappedBy, wrapMethod, type MethodPatch } from '../wrap';
-import { statementDeadline } from './begin';
+import { type AnyFunction, type Exports, statementDeadline } from './driver-call';
 import { dbSpanShape } from './driver-span';
 import type { SpanShape } from './statement';
 import { blockingTimeoutIndex } from './redis-blocking';
 import { commandKind, RedisCommandGuard, type PipelineMember, type RedisCommand } from './redis-command-guard';
-
-type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
-type Exports = Record<string, unknown>;
 
 interface ClientLike {
   isPipeline?: unknown;
@@ -27,38 +23,36 @@ interface ClientLike {
 /** Commands queued under a deadline → their guard, until they are written (and after: ioredis may write them again). */
 const queued = new WeakMap<object, RedisCommandGuard>();
 
-/** A pipeline write (the `stream` ioredis gives Redis#sendCommand) → whether its whole batch is refused: decided at its first command. */
+/** A pipeline write (the `stream` ioredis gives Redis#sendCommand) → whether its whole batch is refused. */
 const batchRefused = new WeakMap<object, boolean>();
 
-/** The command the current synchronous Pipeline#sendCommand queued under a deadline: how an auto-pipelined call finds its command. */
+/** What the current Pipeline#sendCommand queued under a deadline: how an auto-pipelined call finds its command. */
 let lastQueued: RedisCommandGuard | undefined;
 
 /** The deadline and context of the auto-pipelined call now queuing its command (it runs without the deadline). */
 let queuingCaller: { deadline: Deadline; ctx: Context } | undefined;
 
-/** Whether ioredis is writing `stream` as a pipeline's batch (the second argument of Redis#sendCommand). */
 export function isPipelineWrite(stream: unknown): stream is object {
   return typeof stream === 'object' && stream !== null && (stream as { isPipeline?: unknown }).isPipeline === true;
 }
 
-/** The guard of a command queued in a pipeline under a deadline, or undefined (no deadline: the command is left alone). */
 export function queuedGuard(command: unknown): RedisCommandGuard | undefined {
   return typeof command === 'object' && command !== null ? queued.get(command) : undefined;
 }
 
-/** The attributes of our own span for a command of `client`, as instrumentation-ioredis names its spans. */
+/** Our own span for a command, as instrumentation-ioredis names its spans. */
 export function ownSpanShape(client: ClientLike, name: string): SpanShape {
   return dbSpanShape(name, 'redis', name, undefined, client.options?.host, client.options?.port);
 }
 
-/** Whether another instrumentation (instrumentation-ioredis) makes the spans of `client`'s commands, below or on top of our wrapper. */
+/** Whether instrumentation-ioredis makes the spans of `client`'s commands, below or on top of our wrapper. */
 function instrumentedElsewhere(client: ClientLike, owner: object): boolean {
   const current = client.sendCommand;
   if (typeof current !== 'function' || !isOwnWrapper(current, owner)) return true;
   return isShimmerWrapper(unwrappedBy(current as AnyFunction, owner));
 }
 
-/** Whether the batch is refused whole (every member's deadline refuses now): decided once per write, at its first command. */
+/** Whether every member's deadline refuses the batch now: decided once per write, at its first command. */
 export function refusesWholeBatch(stream: object, batch: PipelineMember, minUsefulMs: number): boolean {
   const known = batchRefused.get(stream);
   if (known !== undefined) return known;
@@ -108,13 +102,9 @@ function membersOf(pipeline: object): (RedisCommandGuard | null)[] {
   return members;
 }
 
-/** Methods of ioredis's Commander that are not commands. */
 const NOT_COMMANDS = new Set(['constructor', 'getBuiltinCommands', 'createBuiltinCommand', 'defineCommand', 'sendCommand']);
 
-/**
- * Every command method of ioredis's Commander, for auto-pipelined calls only: their caller holds a promise that
- * answers with the whole batch, so at its cutoff that promise is rejected, not the batch. Other calls pass through.
- */
+/** Every command method of ioredis's Commander, for auto-pipelined calls only: at the cutoff the caller's promise is rejected, not the batch. */
 export function patchAutoPipelinedCalls(commanderProto: Exports, host: ClientHost, owner: object, isActive: () => boolean): MethodPatch[] {
   const patches: MethodPatch[] = [];
   for (const method of Object.getOwnPropertyNames(commanderProto)) {
@@ -150,8 +140,7 @@ function makeAutoPipelinedCall(original: AnyFunction, method: string, host: Clie
     let result: unknown;
     let guard: RedisCommandGuard | undefined;
     try {
-      // Without the deadline: the batch's setImmediate keeps the context it was scheduled in, and the whole
-      // batch (its write, the spans of every command in it) would run under this caller's deadline.
+      // Without the deadline: the batch's setImmediate keeps this context, and the whole batch would run under it.
       queuingCaller = { deadline, ctx };
       result = context.with(withoutDeadline(ctx), () => original.apply(this, args));
     } finally {
@@ -172,7 +161,7 @@ function makeAutoPipelinedCall(original: AnyFunction, method: string, host: Clie
   };
 }
 
-/** Node-style callback on `result`, as ioredis's own (standard-as-callback) does; the promise is returned too. */
+/** A Node-style callback on `result`, as ioredis's standard-as-callback does. */
 function withCallback(result: unknown, callback: ((err: unknown, value?: unknown) => void) | undefined): unknown {
   if (callback !== undefined && result instanceof Promise) {
     result.then(

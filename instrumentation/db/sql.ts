@@ -8,15 +8,11 @@ export function sqlCommand(text: unknown): string | undefined {
   return match?.[1]?.toUpperCase();
 }
 
-/**
- * Whether a statement may change data. `WITH` counts as a write (a CTE may
- * modify data), and so does text we cannot parse: when unsure, `unknown`.
- */
+/** Whether a statement may change data; `WITH` (a CTE may write) and unparsed text count as writes. */
 export function isSqlWrite(command: string | undefined): boolean {
   return command === undefined || !READ_COMMANDS.has(command);
 }
 
-/** The SQL dialect a text is read in: they differ in comments, quotes and escapes. */
 export type SqlDialect = 'postgres' | 'mysql';
 
 /**
@@ -31,7 +27,7 @@ const CLEANUP_COMMANDS: Record<SqlDialect, ReadonlySet<string>> = {
   mysql: new Set(['ROLLBACK', 'UNLOCK', 'DEALLOCATE']),
 };
 
-/** The role of `text`, from its first words after comments, for a single statement. `ROLLBACK/COMMIT PREPARED` are `work`. */
+/** The role of `text` from its first words; `ROLLBACK/COMMIT PREPARED` are `work`. */
 export function sqlRole(text: unknown, dialect: SqlDialect): SqlRole {
   if (typeof text !== 'string') return 'work';
   const scan = scanSql(text, dialect);
@@ -51,7 +47,6 @@ export function holdsSeveralStatements(text: unknown, dialect: SqlDialect): bool
 }
 
 interface SqlScan {
-  /** The first two words of the first statement, upper case. */
   words: string[];
   several: boolean;
 }
@@ -59,7 +54,7 @@ interface SqlScan {
 /** Longest text looked at: longer text is taken as several statements (when unsure, assume more ran). */
 const MAX_SCAN = 1 << 20;
 
-/** One pass over the text as the server's lexer sees it (quotes, dollar quotes, comments per dialect): its first two words, stopping at a second statement. */
+/** One pass as the server's lexer reads the text: its first two words, stopping at a second statement. */
 function scanSql(text: string, dialect: SqlDialect): SqlScan {
   const words: string[] = [];
   if (text.length > MAX_SCAN) return { words, several: true };

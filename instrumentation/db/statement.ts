@@ -3,8 +3,16 @@ import type { Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineExceededError, errorForAbort } from '../../src/errors';
 import { ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import { CallGuard } from '../call/guard';
-import { ATTR_DEADLINE_DB_CANCEL, type DbCancel } from './attributes';
 import { isSqlWrite, sqlCommand } from './sql';
+
+/**
+ * What the server was told about a statement the cutoff reached in flight (span attribute `deadline.db.cancel`):
+ * `confirmed` (PostgreSQL 57014, MariaDB/MySQL 1317); `unconfirmed` (a cancel was sent, the statement ended some
+ * other way or not in time); `not_told` (no cancel could be delivered, it may still run); `not_possible` (Redis has
+ * no cancel; blocking commands had their timeout clamped); `too_late` (it finished first; its result was returned).
+ */
+export const ATTR_DEADLINE_DB_CANCEL = 'deadline.db.cancel';
+export type DbCancel = 'confirmed' | 'unconfirmed' | 'not_told' | 'not_possible' | 'too_late';
 
 /** What a statement span is named and described with, as the OTel driver instrumentations do. */
 export interface SpanShape {
@@ -12,20 +20,14 @@ export interface SpanShape {
   attributes: Record<string, string | number>;
 }
 
-/** Who stops the statement when the cutoff (or a cancellation) reaches it. */
 export interface CutoffHandler {
   onCutoff(reason: unknown): void;
 }
 
-/**
- * The deadline guard of one database statement (or command), from the moment
- * it is handed to the driver until its result or error is delivered. It writes
- * the outcome on the driver's span (instrumentation-pg, -mysql2, -ioredis)
- * when one was shown to it, or on a CLIENT span of its own.
- */
+/** The guard of one statement (or command) from its hand-off to the driver until its answer is delivered; it writes on the driver instrumentation's span, or on a CLIENT span of its own. */
 export class DbStatement {
   settled = false;
-  /** The abort reason, once the cutoff (or a cancellation) reached the statement. */
+  /** Set once the cutoff (or a cancellation) reached the statement. */
   reason: unknown = undefined;
   /** Set by a subclass when a DeadlineSpanProcessor writes `completed` as the span ends on its reply (statement-in-flight.ts). */
   protected spanEndsCompleted = false;
@@ -33,11 +35,7 @@ export class DbStatement {
   private span: Span | undefined = undefined;
   private ownSpan = false;
 
-  /**
-   * `operation` names the statement in errors and spans, e.g. `pg.query`;
-   * `subject` is what it runs (its SQL text, or the driver's command object);
-   * `write` says whether it may change data (undefined: decided from the SQL text at a cutoff).
-   */
+  /** `subject` is the SQL text or the driver's command; `write` undefined: decided from the SQL text at a cutoff. */
   constructor(
     readonly deadline: Deadline,
     readonly observe: boolean,
@@ -66,7 +64,6 @@ export class DbStatement {
 
   protected spanAdopted(_span: Span): void {}
 
-  /** Starts a CLIENT span of our own, for when no driver instrumentation makes one. */
   startOwnSpan(tracer: Tracer, ctx: Context, shape: SpanShape): void {
     if (this.span !== undefined) return;
     this.ownSpan = true;
@@ -83,7 +80,7 @@ export class DbStatement {
     });
   }
 
-  /** The error the caller gets for the abort, with the driver's error (if any) as `cause`. */
+  /** The caller's error for the abort, the driver's error (if any) as `cause`. */
   errorFor(driverError?: unknown): Error {
     return errorForAbort(this.reason, this.operation, this.deadline.expiresAtMs, driverError ?? this.reason);
   }
@@ -94,15 +91,11 @@ export class DbStatement {
     this.settle(error);
   }
 
-  /** Observe mode: enforce mode would have refused this statement. */
   markWouldReject(): void {
     this.guard.markWouldReject();
   }
 
-  /**
-   * Ends the guard. `cancel` says what the server was told: an aborted write is
-   * `unknown` unless the cancel was confirmed or the statement was not `sent`.
-   */
+  /** Ends the guard. An aborted write is `unknown` unless its cancel was confirmed or it was not `sent`. */
   settle(error?: unknown, cancel?: DbCancel, sent = true): void {
     if (this.settled) return;
     this.settled = true;

@@ -47,7 +47,7 @@ describe('mysql2 internals the guard relies on', () => {
     expect(JSON.parse(run.stdout.trim().split('\n').at(-1)!)).toEqual({ error: 'DeadlineExceededError', nextInTransaction: 0 });
   });
 
-  it('a paused connection delivers no answer and starts no queued command until resume() (instrumentation/db/mysql2-statement.ts)', async () => {
+  it('a paused connection delivers no answer and starts no queued command until resume() (instrumentation/db/mysql2.ts)', async () => {
     const c = rawConnection();
     await new Promise((resolve, reject) => c.query('SELECT 1', (err) => (err ? reject(err) : resolve(undefined))));
     const seen: string[] = [];
@@ -55,26 +55,26 @@ describe('mysql2 internals the guard relies on', () => {
     c.query('SELECT 2', () => seen.push('queued'));
     c.pause();
     await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(seen, 'mysql2-statement.ts: pause() no longer holds answers').toEqual([]);
+    expect(seen, 'mysql2.ts: pause() no longer holds answers').toEqual([]);
     c.resume();
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(seen).toEqual(['first', 'queued']);
   });
 
-  it('a command queued behind another has next === null, is not _command, and is skipped when its start returns null (instrumentation/db/mysql2-statement.ts)', async () => {
+  it('a command queued behind another has next === null, is not _command, and is skipped when its start returns null (instrumentation/db/mysql2.ts)', async () => {
     const c = rawConnection();
     await new Promise((resolve, reject) => c.query('SELECT 1', (err) => (err ? reject(err) : resolve(undefined))));
     const seen: string[] = [];
     const running = c.query('SELECT SLEEP(0.05)', () => seen.push('running')) as unknown as { next: unknown };
     const queued = c.query('SELECT 2', () => seen.push('queued')) as unknown as { next: unknown; start: unknown; once(e: string, l: () => void): void };
     const internal = c as unknown as { _command: unknown };
-    expect(internal._command, 'mysql2-statement.ts: the running command is no longer connection._command').toBe(running);
-    expect(queued.next, 'mysql2-statement.ts: a queued command no longer has next === null').toBeNull();
+    expect(internal._command, 'mysql2.ts: the running command is no longer connection._command').toBe(running);
+    expect(queued.next, 'mysql2.ts: a queued command no longer has next === null').toBeNull();
     queued.start = () => null;
     const skipped = new Promise((resolve) => queued.once('end', () => resolve(undefined)));
     await skipped;
     await new Promise((resolve, reject) => c.query('SELECT 3', (err) => (err ? reject(err) : resolve(undefined))));
-    expect(seen, 'mysql2-statement.ts: a command whose start returns null is no longer skipped').toEqual(['running']);
+    expect(seen, 'mysql2.ts: a command whose start returns null is no longer skipped').toEqual(['running']);
   });
 
   it('a Pool keeps its waiters in _connectionQueue (toArray, removeOne), and passes over one taken out of it (instrumentation/db/mysql2-pool.ts CONNECTION_QUEUE)', async () => {
