@@ -29,12 +29,8 @@ export interface ResolvedConfig {
 
 const MODES: readonly DeadlineMode[] = ['enforce', 'observe'];
 
-function optionalDuration(name: string, value: unknown): number | undefined {
-  return value === undefined ? undefined : checkDuration(name, value);
-}
-
-function optionalBudget(name: string, value: unknown): number | undefined {
-  return value === undefined ? undefined : checkBudget(name, value);
+function optionalMs(name: string, value: unknown, check: typeof checkDuration): number | undefined {
+  return value === undefined ? undefined : check(name, value);
 }
 
 /**
@@ -46,16 +42,10 @@ export function effectiveMaxIncomingMs(maxIncomingMs: number | undefined, defaul
   return maxIncomingMs ?? defaultTimeoutMs;
 }
 
-function optionalBoolean(name: string, value: unknown): boolean | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean`);
+/** `value`, unless it is set and not of `type`: a TypeError naming the option. */
+function optional<T>(type: 'boolean' | 'function', name: string, value: T | undefined): T | undefined {
+  if (value !== undefined && typeof value !== type) throw new TypeError(`${name} must be a ${type}`);
   return value;
-}
-
-function optionalFunction<T>(name: string, value: unknown): T | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'function') throw new TypeError(`${name} must be a function`);
-  return value as T;
 }
 
 /** The allowlist as one predicate; a user function that throws or returns anything but true says no. */
@@ -80,11 +70,11 @@ function resolveTrustReply(
 
 /** `ignoreOutgoingRequest` with the calls of every client transport switched off added. */
 function resolveIgnore(config: DeadlineInstrumentationConfig): ResolvedConfig['ignoreOutgoingRequest'] {
-  const hook = optionalFunction<(info: OutgoingRequestInfo) => boolean>('ignoreOutgoingRequest', config.ignoreOutgoingRequest);
+  const hook = optional('function', 'ignoreOutgoingRequest', config.ignoreOutgoingRequest);
   const off = new Set<OutgoingRequestInfo['transport']>();
-  if (optionalBoolean('fetch', config.fetch) === false) off.add('fetch');
-  if (optionalBoolean('undici', config.undici) === false) off.add('undici');
-  if (optionalBoolean('httpClient', config.httpClient) === false) off.add('http');
+  if (optional('boolean', 'fetch', config.fetch) === false) off.add('fetch');
+  if (optional('boolean', 'undici', config.undici) === false) off.add('undici');
+  if (optional('boolean', 'httpClient', config.httpClient) === false) off.add('http');
   if (off.size === 0) return hook;
   return (info) => off.has(info.transport) || (hook !== undefined && hook(info));
 }
@@ -96,23 +86,24 @@ export function resolveConfig(config: DeadlineInstrumentationConfig): ResolvedCo
   if (!Number.isInteger(status) || status < 400 || status > 599) {
     throw new RangeError(`rejectStatusCode must be an integer from 400 to 599, got ${String(status)}`);
   }
-  const defaultTimeoutMs = optionalBudget('defaultTimeoutMs', config.defaultTimeoutMs);
+  const defaultTimeoutMs = optionalMs('defaultTimeoutMs', config.defaultTimeoutMs, checkBudget);
   const propagatesTo = resolvePropagateTo(config.propagateTo);
+  const on = (name: 'httpServer' | 'pg' | 'mysql2' | 'ioredis' | 'grpc') => optional('boolean', name, config[name]) ?? true;
   return {
     mode,
-    minUsefulMs: optionalDuration('minUsefulMs', config.minUsefulMs) ?? 0,
-    maxIncomingMs: effectiveMaxIncomingMs(optionalDuration('maxIncomingMs', config.maxIncomingMs), defaultTimeoutMs),
+    minUsefulMs: optionalMs('minUsefulMs', config.minUsefulMs, checkDuration) ?? 0,
+    maxIncomingMs: effectiveMaxIncomingMs(optionalMs('maxIncomingMs', config.maxIncomingMs, checkDuration), defaultTimeoutMs),
     defaultTimeoutMs,
-    trustIncoming: optionalFunction('trustIncoming', config.trustIncoming),
+    trustIncoming: optional('function', 'trustIncoming', config.trustIncoming),
     rejectStatusCode: status,
     ignoreOutgoingRequest: resolveIgnore(config),
-    httpServer: optionalBoolean('httpServer', config.httpServer) ?? true,
-    pg: optionalBoolean('pg', config.pg) ?? true,
-    mysql2: optionalBoolean('mysql2', config.mysql2) ?? true,
-    ioredis: optionalBoolean('ioredis', config.ioredis) ?? true,
-    grpc: optionalBoolean('grpc', config.grpc) ?? true,
-    trustIncomingGrpc: optionalFunction('trustIncomingGrpc', config.trustIncomingGrpc),
+    httpServer: on('httpServer'),
+    pg: on('pg'),
+    mysql2: on('mysql2'),
+    ioredis: on('ioredis'),
+    grpc: on('grpc'),
+    trustIncomingGrpc: optional('function', 'trustIncomingGrpc', config.trustIncomingGrpc),
     propagatesTo,
-    trustsReply: resolveTrustReply(optionalFunction('trustReply', config.trustReply), propagatesTo),
+    trustsReply: resolveTrustReply(optional('function', 'trustReply', config.trustReply), propagatesTo),
   };
 }

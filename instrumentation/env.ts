@@ -4,10 +4,7 @@ import type { DeadlineInstrumentationConfig } from './types';
 
 /** A startup configuration error; its message names the environment variable. */
 export class DeadlineEnvError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'DeadlineEnvError';
-  }
+  override name = 'DeadlineEnvError';
 }
 
 const MS_PATTERN = /^\d{1,15}(\.\d{1,6})?$/;
@@ -65,12 +62,12 @@ export function configFromEnv(env: NodeJS.ProcessEnv): DeadlineInstrumentationCo
     }
     config.mode = mode;
   }
-  const maxIncomingMs = readMs(env, 'OTEL_DEADLINE_MAX_INCOMING_MS');
-  const minUsefulMs = readMs(env, 'OTEL_DEADLINE_MIN_USEFUL_MS');
-  const defaultTimeoutMs = readMs(env, 'OTEL_DEADLINE_DEFAULT_TIMEOUT_MS');
-  if (maxIncomingMs !== undefined) config.maxIncomingMs = maxIncomingMs;
-  if (minUsefulMs !== undefined) config.minUsefulMs = minUsefulMs;
-  if (defaultTimeoutMs !== undefined) config.defaultTimeoutMs = defaultTimeoutMs;
+  const durations = {
+    maxIncomingMs: readMs(env, 'OTEL_DEADLINE_MAX_INCOMING_MS'),
+    minUsefulMs: readMs(env, 'OTEL_DEADLINE_MIN_USEFUL_MS'),
+    defaultTimeoutMs: readMs(env, 'OTEL_DEADLINE_DEFAULT_TIMEOUT_MS'),
+  };
+  for (const [option, ms] of Object.entries(durations)) if (ms !== undefined) config[option as keyof typeof durations] = ms;
   for (const [option, name] of SWITCHES) {
     const enabled = readSwitch(env, name);
     if (enabled !== undefined) config[option] = enabled;
