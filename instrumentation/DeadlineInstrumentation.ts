@@ -46,8 +46,7 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   declare private propagatorForServer: DeadlinePropagator;
   declare private patches: MethodPatch[] | undefined;
   declare private undiciPatches: Map<object, MethodPatch[]> | undefined;
-  declare private unsubscribeChannels: (() => void) | undefined;
-  declare private unsubscribeMysqlSpans: (() => void) | undefined;
+  declare private unsubscribes: (() => void)[] | undefined;
   declare private drivers: DatabaseDrivers;
   declare private grpcPatches: Map<object, MethodPatch[]> | undefined;
   declare private wrapperHost: WrapperHost | undefined;
@@ -166,9 +165,11 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     // Global fetch is undefined under `node --no-experimental-fetch`: wrapMethod then patches nothing.
     patches.push(...this.wrap(globalThis as unknown as Exports, 'fetch', patchers.makeFetchWrapper(host, 'fetch') as never));
     this.patches = patches;
-    this.unsubscribeChannels = patchers.subscribeUndiciChannels(() => this.resolved);
-    // instrumentation-mysql2 has no requestHook: its spans reach us through DeadlineSpanProcessor.
-    this.unsubscribeMysqlSpans = onSpanStartedUnderDeadline(patchers.MYSQL2_INSTRUMENTATION_SCOPE, this.drivers.slots.mysql2.hook);
+    this.unsubscribes = [
+      patchers.subscribeUndiciChannels(() => this.resolved),
+      // instrumentation-mysql2 has no requestHook: its spans reach us through DeadlineSpanProcessor.
+      onSpanStartedUnderDeadline(patchers.MYSQL2_INSTRUMENTATION_SCOPE, this.drivers.slots.mysql2.hook),
+    ];
     this.patchLoadedUndici();
   }
 
@@ -178,10 +179,8 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     this.patches = undefined;
     for (const exports of [...(this.undiciPatches?.keys() ?? [])]) unpatch(this.undiciPatches, exports);
     syncBuiltinESMExports();
-    this.unsubscribeChannels?.();
-    this.unsubscribeChannels = undefined;
-    this.unsubscribeMysqlSpans?.();
-    this.unsubscribeMysqlSpans = undefined;
+    for (const unsubscribe of this.unsubscribes ?? []) unsubscribe();
+    this.unsubscribes = undefined;
   }
 
   /** undici may have been required before we were enabled; the module hook only sees later loads. */

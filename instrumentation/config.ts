@@ -1,31 +1,11 @@
-import type { IncomingMessage } from 'node:http';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { checkBudget, checkDuration } from '../src/time';
 import { compileHostList, toUrl } from './hosts';
-import type { DeadlineInstrumentationConfig, DeadlineMode, IncomingGrpcCallInfo, OutgoingRequestInfo, PropagateTo, ReplyInfo } from './types';
+import type { DeadlineInstrumentationConfig, DeadlineMode, OutgoingRequestInfo, PropagateTo, ReplyInfo } from './types';
 
 /** The config with defaults applied and every value checked once, up front. */
-export interface ResolvedConfig {
-  mode: DeadlineMode;
-  minUsefulMs: number;
-  maxIncomingMs: number | undefined;
-  defaultTimeoutMs: number | undefined;
-  trustIncoming: ((request: IncomingMessage) => boolean) | undefined;
-  rejectStatusCode: number;
-  /** The user's hook, and the client transports switched off (`fetch`, `undici`, `httpClient`). */
-  ignoreOutgoingRequest: ((info: OutgoingRequestInfo) => boolean) | undefined;
-  httpServer: boolean;
-  /** Per database driver: false leaves it alone. */
-  pg: boolean;
-  mysql2: boolean;
-  ioredis: boolean;
-  grpc: boolean;
-  trustIncomingGrpc: ((call: IncomingGrpcCallInfo) => boolean) | undefined;
-  /** Undefined: the headers go everywhere. Else whether they may go to this URL (false when it is unknown). */
-  propagatesTo: ((url: string | URL | undefined) => boolean) | undefined;
-  /** Whether an early-reject reply from this peer is believed (the user's hook already guarded). */
-  trustsReply: (reply: ReplyInfo) => boolean;
-}
+export type ResolvedConfig = ReturnType<typeof resolveConfig>;
+type PropagatesTo = ((url: string | URL | undefined) => boolean) | undefined;
 
 const MODES: readonly DeadlineMode[] = ['enforce', 'observe'];
 
@@ -48,28 +28,31 @@ function optional<T>(type: 'boolean' | 'function', name: string, value: T | unde
   return value;
 }
 
-/** The allowlist as one predicate; a user function that throws or returns anything but true says no. */
-function resolvePropagateTo(value: PropagateTo | undefined): ResolvedConfig['propagatesTo'] {
+/** A user hook that throws or returns anything but true says no. */
+function saysYes<T>(hook: (value: T) => boolean, value: T): boolean {
+  return safeExecuteInTheMiddle(() => hook(value), () => {}, true) === true;
+}
+
+/** Undefined: the headers go everywhere. Else whether they may go to this URL (false when it is unknown). */
+function resolvePropagateTo(value: PropagateTo | undefined): PropagatesTo {
   if (value === undefined) return undefined;
   if (typeof value !== 'function') return compileHostList(value);
   return (url) => {
     const parsed = toUrl(url);
-    return parsed !== undefined && safeExecuteInTheMiddle(() => value(parsed), () => {}, true) === true;
+    return parsed !== undefined && saysYes(value, parsed);
   };
 }
 
-function resolveTrustReply(
-  hook: ((reply: ReplyInfo) => boolean) | undefined,
-  propagatesTo: ResolvedConfig['propagatesTo'],
-): ResolvedConfig['trustsReply'] {
-  if (hook !== undefined) return (reply) => safeExecuteInTheMiddle(() => hook(reply), () => {}, true) === true;
+/** Whether an early-reject reply from this peer is believed. */
+function resolveTrustReply(hook: ((reply: ReplyInfo) => boolean) | undefined, propagatesTo: PropagatesTo): (reply: ReplyInfo) => boolean {
+  if (hook !== undefined) return (reply) => saysYes(hook, reply);
   // A host we do not send the deadline to has no reason to speak for it.
   if (propagatesTo !== undefined) return (reply) => propagatesTo(reply.url);
   return () => true;
 }
 
 /** `ignoreOutgoingRequest` with the calls of every client transport switched off added. */
-function resolveIgnore(config: DeadlineInstrumentationConfig): ResolvedConfig['ignoreOutgoingRequest'] {
+function resolveIgnore(config: DeadlineInstrumentationConfig): ((info: OutgoingRequestInfo) => boolean) | undefined {
   const hook = optional('function', 'ignoreOutgoingRequest', config.ignoreOutgoingRequest);
   const off = new Set<OutgoingRequestInfo['transport']>();
   if (optional('boolean', 'fetch', config.fetch) === false) off.add('fetch');
@@ -79,8 +62,8 @@ function resolveIgnore(config: DeadlineInstrumentationConfig): ResolvedConfig['i
   return (info) => off.has(info.transport) || (hook !== undefined && hook(info));
 }
 
-export function resolveConfig(config: DeadlineInstrumentationConfig): ResolvedConfig {
-  const mode = config.mode ?? 'enforce';
+export function resolveConfig(config: DeadlineInstrumentationConfig) {
+  const mode: DeadlineMode = config.mode ?? 'enforce';
   if (!MODES.includes(mode)) throw new TypeError(`mode must be one of ${MODES.join(', ')}, got ${String(mode)}`);
   const status = config.rejectStatusCode ?? 504;
   if (!Number.isInteger(status) || status < 400 || status > 599) {

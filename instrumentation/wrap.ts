@@ -1,12 +1,9 @@
 /**
- * Method wrapping that coexists with OpenTelemetry instrumentations.
- *
- * InstrumentationBase `_wrap` first unwraps anything carrying shimmer's
- * `__wrapped` marks, so two instrumentations wrapping `http.request` remove
- * each other depending on who registers last. Our wrappers carry no shimmer
- * marks (nobody unwraps them), never unwrap anyone else, and when disabled
- * while someone has wrapped on top of them they stay in the chain and pass
- * every call straight through.
+ * Method wrapping that coexists with OpenTelemetry instrumentations. Their
+ * `_wrap` unwraps anything carrying shimmer's `__wrapped` mark first, so two of
+ * them wrapping `http.request` remove each other. Ours carry no shimmer marks,
+ * never unwrap anyone, and when disabled under someone else's wrapper stay in
+ * the chain as a pass-through.
  */
 
 const WRAPPED_BY = Symbol.for('otel-deadline.wrapped-by');

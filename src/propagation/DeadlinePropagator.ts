@@ -38,10 +38,10 @@ function wireValue(getter: TextMapGetter, carrier: unknown, key: string): Header
   return typeof value === 'string' || Array.isArray(value) ? (value as HeaderValue) : undefined;
 }
 
-/** The smaller of two optional values. */
-function smaller(a: number | undefined, b: number | undefined): number | undefined {
-  if (a === undefined) return b;
-  return b === undefined || a <= b ? a : b;
+/** The smallest of the values given; undefined when none is. */
+function smallestOf(...values: (number | undefined)[]): number | undefined {
+  const given = values.filter((value) => value !== undefined);
+  return given.length === 0 ? undefined : Math.min(...given);
 }
 
 /**
@@ -121,14 +121,12 @@ export class DeadlinePropagator implements TextMapPropagator {
   read(carrier: unknown, getter: TextMapGetter): IncomingDeadline | undefined {
     try {
       const ms = (key: string) => smallest(wireValue(getter, carrier, key), parseIntegerMs);
-      const relative = smaller(
-        smaller(ms(HEADER_REMAINING_MS), smallest(wireValue(getter, carrier, HEADER_GRPC_TIMEOUT), parseGrpcTimeout)),
-        smaller(ms(HEADER_CONNECT_TIMEOUT_MS), ms(HEADER_RUN_DEADLINE_MS)),
-      );
-      const absolute = smaller(ms(HEADER_AT_MS), smallestBaggageMs(wireValue(getter, carrier, HEADER_BAGGAGE), BAGGAGE_DEADLINE_KEY));
+      const grpcTimeout = smallest(wireValue(getter, carrier, HEADER_GRPC_TIMEOUT), parseGrpcTimeout);
+      const relative = smallestOf(ms(HEADER_REMAINING_MS), grpcTimeout, ms(HEADER_CONNECT_TIMEOUT_MS), ms(HEADER_RUN_DEADLINE_MS));
+      const absolute = smallestOf(ms(HEADER_AT_MS), smallestBaggageMs(wireValue(getter, carrier, HEADER_BAGGAGE), BAGGAGE_DEADLINE_KEY));
       const nowEpoch = Date.now();
       const fromAbsolute = absolute === undefined ? undefined : Math.max(0, absolute - nowEpoch);
-      let remaining = this.clock === 'relative' ? relative : this.clock === 'absolute' ? fromAbsolute : smaller(relative, fromAbsolute);
+      let remaining = this.clock === 'relative' ? relative : this.clock === 'absolute' ? fromAbsolute : smallestOf(relative, fromAbsolute);
       if (remaining === undefined) return undefined;
       remaining = Math.min(remaining, this.maxIncomingMs);
       const wireSkewMs = relative !== undefined && absolute !== undefined ? Math.round(absolute - (nowEpoch + relative)) : undefined;

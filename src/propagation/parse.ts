@@ -1,8 +1,7 @@
 /**
- * Parsers for incoming deadline header values. They never throw: every
- * function returns a finite, non-negative number or `undefined`. Values are
- * length-checked before any regex runs, and the regexes are anchored with
- * bounded repetition, so a hostile 1 MiB value costs one length check.
+ * Parsers for incoming deadline header values: never throwing, each returns a
+ * finite, non-negative number or `undefined`. Lengths are checked before any
+ * (anchored, bounded) regex runs: a hostile 1 MiB value costs one length check.
  */
 
 /** Longer header values are ignored outright. Enough for a few dozen comma-joined values. */
