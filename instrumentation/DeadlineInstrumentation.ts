@@ -40,8 +40,7 @@ let patchers: Patchers;
  * instrumentation, next to the DeadlinePropagator and DeadlineSpanProcessor.
  */
 export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrumentationConfig> {
-  // `declare`: InstrumentationBase calls setConfig and enable from its
-  // constructor, before class field initializers would run.
+  // `declare`: InstrumentationBase calls setConfig and enable from its constructor, before field initializers run.
   declare private resolved: ResolvedConfig;
   declare private propagatorForServer: DeadlinePropagator;
   declare private patches: MethodPatch[] | undefined;
@@ -95,9 +94,8 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   }
 
   /**
-   * Pass as `requestHook` to HttpInstrumentation: lets the outcome of a call
-   * (`expired`, `unknown`, `not_started`) land on its client span whatever
-   * the registration order. Without it the span processor still derives
+   * Pass as `requestHook` to HttpInstrumentation: the outcome of a call (`expired`, `unknown`, `not_started`)
+   * lands on its client span whatever the registration order. Without it the span processor still derives
    * `expired` / `completed` from the deadline.
    */
   readonly httpRequestHook = (span: Span, request: object): void => {
@@ -112,11 +110,8 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   };
 
   /**
-   * Pass as `requestHook` to PgInstrumentation: the outcome of a statement
-   * lands on instrumentation-pg's span whatever the registration order.
-   * Without it the span processor still derives `expired` / `completed`.
-   * Give it the hook's second argument too when calling it from a hook of
-   * your own: the query text there ties the span to its statement.
+   * Pass as `requestHook` to PgInstrumentation, for the same reason as httpRequestHook. From a hook of
+   * your own, pass its second argument too: the query text there ties the span to its statement.
    */
   readonly pgRequestHook = (span: Span, info?: { query?: { text?: unknown } }): void => this.drivers.slots.pg.hook(span, info?.query?.text);
   /** Pass as `requestHook` to IORedisInstrumentation, for the same reason as pgRequestHook (its `cmdArgs` tie the span to its command). */

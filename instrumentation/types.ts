@@ -45,11 +45,7 @@ export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
   mode?: DeadlineMode;
   /** Outgoing calls are refused, and incoming requests rejected, when less than this many ms are left. Default 0. */
   minUsefulMs?: number;
-  /**
-   * Caps the deadline an incoming request can ask for, in ms. Default:
-   * `defaultTimeoutMs` when that is set (a caller may ask for less, never
-   * more), else MAX_DEADLINE_MS (100 days).
-   */
+  /** Caps the deadline an incoming request can ask for, in ms. Default: `defaultTimeoutMs` if set, else 100 days. */
   maxIncomingMs?: number;
   /** A deadline, in ms, for incoming requests that arrive without one. Default: none. */
   defaultTimeoutMs?: number;
@@ -64,10 +60,8 @@ export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
    */
   propagateTo?: PropagateTo;
   /**
-   * Whether to believe an early-reject reply (`x-deadline-expired: 1` with
-   * status `rejectStatusCode` and a well-formed body) from this peer. Default:
-   * every peer when `propagateTo` is unset, else only the hosts `propagateTo`
-   * allows. A hook that throws counts as "do not believe".
+   * Whether to believe this peer's early-reject reply (`x-deadline-expired: 1`, status `rejectStatusCode`,
+   * a well-formed body). Default: the hosts `propagateTo` allows (every peer without it). Throwing is "no".
    */
   trustReply?: (reply: ReplyInfo) => boolean;
   /** Calls for which this returns true are passed through untouched. */
