@@ -2,7 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
-import { context, type Span, type Tracer } from '@opentelemetry/api';
+import { context, type Span } from '@opentelemetry/api';
 import { InstrumentationBase, InstrumentationNodeModuleDefinition } from '@opentelemetry/instrumentation';
 import { DeadlinePropagator } from '../src/propagation/DeadlinePropagator';
 import { onSpanStartedUnderDeadline } from '../src/processor/started-spans';
@@ -34,24 +34,18 @@ function activeCall(): OutgoingCall | undefined {
 let patchers: Patchers;
 
 /**
- * Carries the active deadline into every outgoing call made with global
- * fetch, undici 7 or node:http/https, and gives every incoming node:http(s)
+ * Carries the active deadline into every outgoing call (global fetch, undici,
+ * node:http/https, the database drivers, grpc-js) and gives every incoming
  * request the deadline its caller sent. Register it like any OpenTelemetry
  * instrumentation, next to the DeadlinePropagator and DeadlineSpanProcessor.
- *
- * Builtins and global fetch are patched directly when the instrumentation is
- * enabled (they are always loaded); undici from npm through the usual module
- * hook, plus the copy already loaded, if any.
  */
 export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrumentationConfig> {
-  // `declare`: InstrumentationBase calls setConfig and enable from its
-  // constructor, before class field initializers would run.
+  // `declare`: InstrumentationBase calls setConfig and enable from its constructor, before field initializers run.
   declare private resolved: ResolvedConfig;
   declare private propagatorForServer: DeadlinePropagator;
   declare private patches: MethodPatch[] | undefined;
   declare private undiciPatches: Map<object, MethodPatch[]> | undefined;
-  declare private unsubscribeChannels: (() => void) | undefined;
-  declare private unsubscribeMysqlSpans: (() => void) | undefined;
+  declare private unsubscribes: (() => void)[] | undefined;
   declare private drivers: DatabaseDrivers;
   declare private grpcPatches: Map<object, MethodPatch[]> | undefined;
   declare private wrapperHost: WrapperHost | undefined;
@@ -74,26 +68,22 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     return (this.httpServerHost ??= this.makeHost(() => this.isEnabled() && this.resolved.httpServer));
   }
 
+  /** Getters: setConfig and setTracerProvider replace what the wrappers read. */
   private makeHost(isEnabled: () => boolean): WrapperHost {
-    const settings = () => this.resolved;
-    const serverPropagator = () => this.propagatorForServer;
-    // The instrumentation's tracer follows setTracerProvider.
-    const tracer = (): Tracer => this.tracer;
+    const self = () => this;
     return {
-      get settings() {
-        return settings();
-      },
-      get serverPropagator() {
-        return serverPropagator();
-      },
-      get tracer() {
-        return tracer();
-      },
-      get grpcEnabled() {
-        return settings().grpc;
-      },
+      get settings() { return self().resolved; },
+      get serverPropagator() { return self().propagatorForServer; },
+      get tracer() { return self().tracer; },
+      get grpcEnabled() { return self().resolved.grpc; },
       isEnabled,
     };
+  }
+
+  /** Wraps `target[name]`; the wrapper passes calls straight through while the instrumentation is disabled. */
+  private wrap(target: Exports, name: string, makeWrapper: Parameters<typeof wrapMethod>[4]): MethodPatch[] {
+    const patch = wrapMethod(target, name, this, () => this.isEnabled(), makeWrapper);
+    return patch === undefined ? [] : [patch];
   }
 
   override setConfig(config: DeadlineInstrumentationConfig = {}): void {
@@ -104,9 +94,8 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   }
 
   /**
-   * Pass as `requestHook` to HttpInstrumentation: lets the outcome of a call
-   * (`expired`, `unknown`, `not_started`) land on its client span whatever
-   * the registration order. Without it the span processor still derives
+   * Pass as `requestHook` to HttpInstrumentation: the outcome of a call (`expired`, `unknown`, `not_started`)
+   * lands on its client span whatever the registration order. Without it the span processor still derives
    * `expired` / `completed` from the deadline.
    */
   readonly httpRequestHook = (span: Span, request: object): void => {
@@ -121,11 +110,8 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   };
 
   /**
-   * Pass as `requestHook` to PgInstrumentation: the outcome of a statement
-   * lands on instrumentation-pg's span whatever the registration order.
-   * Without it the span processor still derives `expired` / `completed`.
-   * Give it the hook's second argument too when calling it from a hook of
-   * your own: the query text there ties the span to its statement.
+   * Pass as `requestHook` to PgInstrumentation, for the same reason as httpRequestHook. From a hook of
+   * your own, pass its second argument too: the query text there ties the span to its statement.
    */
   readonly pgRequestHook = (span: Span, info?: { query?: { text?: unknown } }): void => this.drivers.slots.pg.hook(span, info?.query?.text);
   /** Pass as `requestHook` to IORedisInstrumentation, for the same reason as pgRequestHook (its `cmdArgs` tie the span to its command). */
@@ -159,29 +145,26 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
   override enable(): void {
     super.enable();
     if (this.patches !== undefined) return;
-    const isActive = () => this.isEnabled();
     const host = this.host();
     const patches: MethodPatch[] = [];
-    const add = (patch: MethodPatch | undefined) => patch !== undefined && patches.push(patch);
-    for (const [module, protocol] of [
-      [http, 'http:'],
-      [https, 'https:'],
-    ] as const) {
+    for (const [module, protocol] of [[http, 'http:'], [https, 'https:']] as const) {
       const exports = module as unknown as Exports;
-      add(wrapMethod(exports, 'request', this, isActive, patchers.makeHttpWrapper(host, protocol, false)));
-      add(wrapMethod(exports, 'get', this, isActive, patchers.makeHttpWrapper(host, protocol, true)));
-      const server = (exports.Server as { prototype: Exports }).prototype;
-      patches.push(...patchers.patchServerPrototype(this.serverHost(), this, server));
+      patches.push(
+        ...this.wrap(exports, 'request', patchers.makeHttpWrapper(host, protocol, false)),
+        ...this.wrap(exports, 'get', patchers.makeHttpWrapper(host, protocol, true)),
+        ...patchers.patchServerPrototype(this.serverHost(), this, (exports.Server as { prototype: Exports }).prototype),
+      );
     }
     // ESM named imports of builtins (`import { request } from 'node:http'`) follow the CJS exports after this.
     syncBuiltinESMExports();
-    if (typeof globalThis.fetch === 'function') {
-      add(wrapMethod(globalThis as unknown as Exports, 'fetch', this, isActive, patchers.makeFetchWrapper(host, 'fetch') as never));
-    }
+    // Global fetch is undefined under `node --no-experimental-fetch`: wrapMethod then patches nothing.
+    patches.push(...this.wrap(globalThis as unknown as Exports, 'fetch', patchers.makeFetchWrapper(host, 'fetch') as never));
     this.patches = patches;
-    this.unsubscribeChannels = patchers.subscribeUndiciChannels(() => this.resolved);
-    // instrumentation-mysql2 has no requestHook: its spans reach us through DeadlineSpanProcessor.
-    this.unsubscribeMysqlSpans = onSpanStartedUnderDeadline(patchers.MYSQL2_INSTRUMENTATION_SCOPE, this.drivers.slots.mysql2.hook);
+    this.unsubscribes = [
+      patchers.subscribeUndiciChannels(() => this.resolved),
+      // instrumentation-mysql2 has no requestHook: its spans reach us through DeadlineSpanProcessor.
+      onSpanStartedUnderDeadline(patchers.MYSQL2_INSTRUMENTATION_SCOPE, this.drivers.slots.mysql2.hook),
+    ];
     this.patchLoadedUndici();
   }
 
@@ -191,10 +174,8 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
     this.patches = undefined;
     for (const exports of [...(this.undiciPatches?.keys() ?? [])]) unpatch(this.undiciPatches, exports);
     syncBuiltinESMExports();
-    this.unsubscribeChannels?.();
-    this.unsubscribeChannels = undefined;
-    this.unsubscribeMysqlSpans?.();
-    this.unsubscribeMysqlSpans = undefined;
+    for (const unsubscribe of this.unsubscribes ?? []) unsubscribe();
+    this.unsubscribes = undefined;
   }
 
   /** undici may have been required before we were enabled; the module hook only sees later loads. */
@@ -211,22 +192,18 @@ export class DeadlineInstrumentation extends InstrumentationBase<DeadlineInstrum
 
   private patchUndici(moduleExports: Exports): Exports {
     return patchOnce((this.undiciPatches ??= new Map()), moduleExports, () => {
-      const isActive = () => this.isEnabled();
       const host = this.host();
-      const patches: MethodPatch[] = [];
-      const add = (patch: MethodPatch | undefined) => patch !== undefined && patches.push(patch);
       // import-in-the-middle hands us the ESM namespace; its `default` is the CommonJS exports.
       const isNamespace = (moduleExports as { [Symbol.toStringTag]?: unknown })[Symbol.toStringTag] === 'Module';
       const targets = isNamespace && typeof moduleExports.default === 'object' ? [moduleExports, moduleExports.default as Exports] : [moduleExports];
-      for (const target of targets) {
-        for (const api of UNDICI_APIS) add(wrapMethod(target, api, this, isActive, patchers.makeUndiciWrapper(host, api, true)));
-        add(wrapMethod(target, 'fetch', this, isActive, patchers.makeFetchWrapper(host, 'undici') as never));
-      }
       const dispatcher = (targets[targets.length - 1].Dispatcher as { prototype?: Exports } | undefined)?.prototype;
-      if (dispatcher !== undefined) {
-        for (const api of UNDICI_APIS) add(wrapMethod(dispatcher, api, this, isActive, patchers.makeUndiciWrapper(host, api, false)));
-      }
-      return patches;
+      return [
+        ...targets.flatMap((target) => [
+          ...UNDICI_APIS.flatMap((api) => this.wrap(target, api, patchers.makeUndiciWrapper(host, api, true))),
+          ...this.wrap(target, 'fetch', patchers.makeFetchWrapper(host, 'undici') as never),
+        ]),
+        ...(dispatcher === undefined ? [] : UNDICI_APIS.flatMap((api) => this.wrap(dispatcher, api, patchers.makeUndiciWrapper(host, api, false)))),
+      ];
     });
   }
 

@@ -1,40 +1,16 @@
-import type { IncomingMessage } from 'node:http';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { checkBudget, checkDuration } from '../src/time';
 import { compileHostList, toUrl } from './hosts';
-import type { DeadlineInstrumentationConfig, DeadlineMode, IncomingGrpcCallInfo, OutgoingRequestInfo, PropagateTo, ReplyInfo } from './types';
+import type { DeadlineInstrumentationConfig, DeadlineMode, OutgoingRequestInfo, PropagateTo, ReplyInfo } from './types';
 
 /** The config with defaults applied and every value checked once, up front. */
-export interface ResolvedConfig {
-  mode: DeadlineMode;
-  minUsefulMs: number;
-  maxIncomingMs: number | undefined;
-  defaultTimeoutMs: number | undefined;
-  trustIncoming: ((request: IncomingMessage) => boolean) | undefined;
-  rejectStatusCode: number;
-  /** The user's hook, and the client transports switched off (`fetch`, `undici`, `httpClient`). */
-  ignoreOutgoingRequest: ((info: OutgoingRequestInfo) => boolean) | undefined;
-  httpServer: boolean;
-  /** Per database driver: false leaves it alone. */
-  pg: boolean;
-  mysql2: boolean;
-  ioredis: boolean;
-  grpc: boolean;
-  trustIncomingGrpc: ((call: IncomingGrpcCallInfo) => boolean) | undefined;
-  /** Undefined: the headers go everywhere. Else whether they may go to this URL (false when it is unknown). */
-  propagatesTo: ((url: string | URL | undefined) => boolean) | undefined;
-  /** Whether an early-reject reply from this peer is believed (the user's hook already guarded). */
-  trustsReply: (reply: ReplyInfo) => boolean;
-}
+export type ResolvedConfig = ReturnType<typeof resolveConfig>;
+type PropagatesTo = ((url: string | URL | undefined) => boolean) | undefined;
 
 const MODES: readonly DeadlineMode[] = ['enforce', 'observe'];
 
-function optionalDuration(name: string, value: unknown): number | undefined {
-  return value === undefined ? undefined : checkDuration(name, value);
-}
-
-function optionalBudget(name: string, value: unknown): number | undefined {
-  return value === undefined ? undefined : checkBudget(name, value);
+function optionalMs(name: string, value: unknown, check: typeof checkDuration): number | undefined {
+  return value === undefined ? undefined : check(name, value);
 }
 
 /**
@@ -46,73 +22,71 @@ export function effectiveMaxIncomingMs(maxIncomingMs: number | undefined, defaul
   return maxIncomingMs ?? defaultTimeoutMs;
 }
 
-function optionalBoolean(name: string, value: unknown): boolean | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean`);
+/** `value`, unless it is set and not of `type`: a TypeError naming the option. */
+function optional<T>(type: 'boolean' | 'function', name: string, value: T | undefined): T | undefined {
+  if (value !== undefined && typeof value !== type) throw new TypeError(`${name} must be a ${type}`);
   return value;
 }
 
-function optionalFunction<T>(name: string, value: unknown): T | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'function') throw new TypeError(`${name} must be a function`);
-  return value as T;
+/** A user hook that throws or returns anything but true says no. */
+function saysYes<T>(hook: (value: T) => boolean, value: T): boolean {
+  return safeExecuteInTheMiddle(() => hook(value), () => {}, true) === true;
 }
 
-/** The allowlist as one predicate; a user function that throws or returns anything but true says no. */
-function resolvePropagateTo(value: PropagateTo | undefined): ResolvedConfig['propagatesTo'] {
+/** Undefined: the headers go everywhere. Else whether they may go to this URL (false when it is unknown). */
+function resolvePropagateTo(value: PropagateTo | undefined): PropagatesTo {
   if (value === undefined) return undefined;
   if (typeof value !== 'function') return compileHostList(value);
   return (url) => {
     const parsed = toUrl(url);
-    return parsed !== undefined && safeExecuteInTheMiddle(() => value(parsed), () => {}, true) === true;
+    return parsed !== undefined && saysYes(value, parsed);
   };
 }
 
-function resolveTrustReply(
-  hook: ((reply: ReplyInfo) => boolean) | undefined,
-  propagatesTo: ResolvedConfig['propagatesTo'],
-): ResolvedConfig['trustsReply'] {
-  if (hook !== undefined) return (reply) => safeExecuteInTheMiddle(() => hook(reply), () => {}, true) === true;
+/** Whether an early-reject reply from this peer is believed. */
+function resolveTrustReply(hook: ((reply: ReplyInfo) => boolean) | undefined, propagatesTo: PropagatesTo): (reply: ReplyInfo) => boolean {
+  if (hook !== undefined) return (reply) => saysYes(hook, reply);
   // A host we do not send the deadline to has no reason to speak for it.
   if (propagatesTo !== undefined) return (reply) => propagatesTo(reply.url);
   return () => true;
 }
 
 /** `ignoreOutgoingRequest` with the calls of every client transport switched off added. */
-function resolveIgnore(config: DeadlineInstrumentationConfig): ResolvedConfig['ignoreOutgoingRequest'] {
-  const hook = optionalFunction<(info: OutgoingRequestInfo) => boolean>('ignoreOutgoingRequest', config.ignoreOutgoingRequest);
+function resolveIgnore(config: DeadlineInstrumentationConfig): ((info: OutgoingRequestInfo) => boolean) | undefined {
+  const hook = optional('function', 'ignoreOutgoingRequest', config.ignoreOutgoingRequest);
   const off = new Set<OutgoingRequestInfo['transport']>();
-  if (optionalBoolean('fetch', config.fetch) === false) off.add('fetch');
-  if (optionalBoolean('undici', config.undici) === false) off.add('undici');
-  if (optionalBoolean('httpClient', config.httpClient) === false) off.add('http');
+  if (optional('boolean', 'fetch', config.fetch) === false) off.add('fetch');
+  if (optional('boolean', 'undici', config.undici) === false) off.add('undici');
+  if (optional('boolean', 'httpClient', config.httpClient) === false) off.add('http');
   if (off.size === 0) return hook;
   return (info) => off.has(info.transport) || (hook !== undefined && hook(info));
 }
 
-export function resolveConfig(config: DeadlineInstrumentationConfig): ResolvedConfig {
-  const mode = config.mode ?? 'enforce';
+export function resolveConfig(config: DeadlineInstrumentationConfig) {
+  const mode: DeadlineMode = config.mode ?? 'enforce';
   if (!MODES.includes(mode)) throw new TypeError(`mode must be one of ${MODES.join(', ')}, got ${String(mode)}`);
   const status = config.rejectStatusCode ?? 504;
   if (!Number.isInteger(status) || status < 400 || status > 599) {
     throw new RangeError(`rejectStatusCode must be an integer from 400 to 599, got ${String(status)}`);
   }
-  const defaultTimeoutMs = optionalBudget('defaultTimeoutMs', config.defaultTimeoutMs);
+  const defaultTimeoutMs = optionalMs('defaultTimeoutMs', config.defaultTimeoutMs, checkBudget);
   const propagatesTo = resolvePropagateTo(config.propagateTo);
+  const on = (name: 'httpServer' | 'pg' | 'mysql2' | 'ioredis' | 'grpc') => optional('boolean', name, config[name]) ?? true;
   return {
     mode,
-    minUsefulMs: optionalDuration('minUsefulMs', config.minUsefulMs) ?? 0,
-    maxIncomingMs: effectiveMaxIncomingMs(optionalDuration('maxIncomingMs', config.maxIncomingMs), defaultTimeoutMs),
+    minUsefulMs: optionalMs('minUsefulMs', config.minUsefulMs, checkDuration) ?? 0,
+    maxIncomingMs: effectiveMaxIncomingMs(optionalMs('maxIncomingMs', config.maxIncomingMs, checkDuration), defaultTimeoutMs),
     defaultTimeoutMs,
-    trustIncoming: optionalFunction('trustIncoming', config.trustIncoming),
+    trustIncoming: optional('function', 'trustIncoming', config.trustIncoming),
     rejectStatusCode: status,
     ignoreOutgoingRequest: resolveIgnore(config),
-    httpServer: optionalBoolean('httpServer', config.httpServer) ?? true,
-    pg: optionalBoolean('pg', config.pg) ?? true,
-    mysql2: optionalBoolean('mysql2', config.mysql2) ?? true,
-    ioredis: optionalBoolean('ioredis', config.ioredis) ?? true,
-    grpc: optionalBoolean('grpc', config.grpc) ?? true,
-    trustIncomingGrpc: optionalFunction('trustIncomingGrpc', config.trustIncomingGrpc),
+    httpServer: on('httpServer'),
+    pg: on('pg'),
+    mysql2: on('mysql2'),
+    ioredis: on('ioredis'),
+    grpc: on('grpc'),
+    trustIncomingGrpc: optional('function', 'trustIncomingGrpc', config.trustIncomingGrpc),
     propagatesTo,
-    trustsReply: resolveTrustReply(optionalFunction('trustReply', config.trustReply), propagatesTo),
+    trustsReply: resolveTrustReply(optional('function', 'trustReply', config.trustReply), propagatesTo),
   };
 }

@@ -4,10 +4,7 @@ import type { DeadlineInstrumentationConfig } from './types';
 
 /** A startup configuration error; its message names the environment variable. */
 export class DeadlineEnvError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'DeadlineEnvError';
-  }
+  override name = 'DeadlineEnvError';
 }
 
 const MS_PATTERN = /^\d{1,15}(\.\d{1,6})?$/;
@@ -34,12 +31,12 @@ const SWITCHES = [
   ['grpc', 'OTEL_DEADLINE_GRPC_ENABLED'],
 ] as const;
 
-function readSwitch(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
+/** One of two words, in any case; unset or blank is undefined. */
+function readChoice<T extends string>(env: NodeJS.ProcessEnv, name: string, choices: readonly [T, T]): T | undefined {
   const text = env[name]?.trim().toLowerCase();
   if (text === undefined || text === '') return undefined;
-  if (text === 'true') return true;
-  if (text === 'false') return false;
-  throw new DeadlineEnvError(`${name} must be "true" or "false", got ${JSON.stringify(env[name]!.slice(0, 64))}`);
+  if (text === choices[0] || text === choices[1]) return text as T;
+  throw new DeadlineEnvError(`${name} must be "${choices[0]}" or "${choices[1]}", got ${JSON.stringify(env[name]!.slice(0, 64))}`);
 }
 
 /** A comma-separated host list (see hosts.ts); unset or blank is no list. */
@@ -58,22 +55,17 @@ function readHostList(env: NodeJS.ProcessEnv, name: string): string[] | undefine
 /** DeadlineInstrumentation options from OTEL_DEADLINE_* variables. Throws DeadlineEnvError on a bad value. */
 export function configFromEnv(env: NodeJS.ProcessEnv): DeadlineInstrumentationConfig {
   const config: DeadlineInstrumentationConfig = {};
-  const mode = env.OTEL_DEADLINE_MODE?.trim().toLowerCase();
-  if (mode !== undefined && mode !== '') {
-    if (mode !== 'enforce' && mode !== 'observe') {
-      throw new DeadlineEnvError(`OTEL_DEADLINE_MODE must be "enforce" or "observe", got ${JSON.stringify(env.OTEL_DEADLINE_MODE!.slice(0, 64))}`);
-    }
-    config.mode = mode;
-  }
-  const maxIncomingMs = readMs(env, 'OTEL_DEADLINE_MAX_INCOMING_MS');
-  const minUsefulMs = readMs(env, 'OTEL_DEADLINE_MIN_USEFUL_MS');
-  const defaultTimeoutMs = readMs(env, 'OTEL_DEADLINE_DEFAULT_TIMEOUT_MS');
-  if (maxIncomingMs !== undefined) config.maxIncomingMs = maxIncomingMs;
-  if (minUsefulMs !== undefined) config.minUsefulMs = minUsefulMs;
-  if (defaultTimeoutMs !== undefined) config.defaultTimeoutMs = defaultTimeoutMs;
+  const mode = readChoice(env, 'OTEL_DEADLINE_MODE', ['enforce', 'observe']);
+  if (mode !== undefined) config.mode = mode;
+  const durations = {
+    maxIncomingMs: readMs(env, 'OTEL_DEADLINE_MAX_INCOMING_MS'),
+    minUsefulMs: readMs(env, 'OTEL_DEADLINE_MIN_USEFUL_MS'),
+    defaultTimeoutMs: readMs(env, 'OTEL_DEADLINE_DEFAULT_TIMEOUT_MS'),
+  };
+  for (const [option, ms] of Object.entries(durations)) if (ms !== undefined) config[option as keyof typeof durations] = ms;
   for (const [option, name] of SWITCHES) {
-    const enabled = readSwitch(env, name);
-    if (enabled !== undefined) config[option] = enabled;
+    const enabled = readChoice(env, name, ['true', 'false']);
+    if (enabled !== undefined) config[option] = enabled === 'true';
   }
   const propagateTo = readHostList(env, 'OTEL_DEADLINE_PROPAGATE_TO');
   if (propagateTo !== undefined) config.propagateTo = propagateTo;

@@ -27,10 +27,7 @@ export interface IncomingGrpcCallInfo {
 }
 
 /** What an early-reject reply looks like to `trustReply`. */
-export interface ReplyInfo {
-  transport: 'fetch' | 'undici' | 'http' | 'grpc';
-  /** The HTTP method; for gRPC the full method path, `/package.Service/Method`. */
-  method: string;
+export interface ReplyInfo extends Omit<OutgoingRequestInfo, 'url'> {
   /** The URL that answered (after redirects, for fetch), when known; for gRPC the channel target's host, as an https: URL. */
   url: string | undefined;
   /** The HTTP status; for gRPC the gRPC status code (4, DEADLINE_EXCEEDED). */
@@ -46,16 +43,9 @@ export type PropagateTo = readonly string[] | ((url: URL) => boolean);
 export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
   /** Default `enforce`. */
   mode?: DeadlineMode;
-  /**
-   * Outgoing calls are refused when less than this many ms are left, and
-   * incoming requests are rejected early on the same rule. Default 0.
-   */
+  /** Outgoing calls are refused, and incoming requests rejected, when less than this many ms are left. Default 0. */
   minUsefulMs?: number;
-  /**
-   * Caps the deadline an incoming request can ask for, in ms. Default:
-   * `defaultTimeoutMs` when that is set (a caller may ask for less, never
-   * more), else MAX_DEADLINE_MS (100 days).
-   */
+  /** Caps the deadline an incoming request can ask for, in ms. Default: `defaultTimeoutMs` if set, else 100 days. */
   maxIncomingMs?: number;
   /** A deadline, in ms, for incoming requests that arrive without one. Default: none. */
   defaultTimeoutMs?: number;
@@ -64,17 +54,14 @@ export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
   /** Status code of the early-reject reply. Default 504. */
   rejectStatusCode?: number;
   /**
-   * Limits where the `x-deadline-*` headers and the baggage entry `deadline.at_ms`
-   * are sent, checked on every request and every redirect hop. Calls to other
-   * hosts are still refused and aborted at the cutoff; they just do not carry
-   * the deadline. Default: every host.
+   * Where the `x-deadline-*` headers and the baggage entry `deadline.at_ms` are sent,
+   * checked on every request and redirect hop. Calls to other hosts are still
+   * refused and aborted at the cutoff, without the deadline. Default: every host.
    */
   propagateTo?: PropagateTo;
   /**
-   * Whether to believe an early-reject reply (`x-deadline-expired: 1` with
-   * status `rejectStatusCode` and a well-formed body) from this peer. Default:
-   * every peer when `propagateTo` is unset, else only the hosts `propagateTo`
-   * allows. A hook that throws counts as "do not believe".
+   * Whether to believe this peer's early-reject reply (`x-deadline-expired: 1`, status `rejectStatusCode`,
+   * a well-formed body). Default: the hosts `propagateTo` allows (every peer without it). Throwing is "no".
    */
   trustReply?: (reply: ReplyInfo) => boolean;
   /** Calls for which this returns true are passed through untouched. */
@@ -88,25 +75,19 @@ export interface DeadlineInstrumentationConfig extends InstrumentationConfig {
   /** `false` leaves node:http(s) servers alone: no deadline from the caller, no early reject. Default true. */
   httpServer?: boolean;
   /**
-   * PostgreSQL through `pg` 8.x: refuse statements the deadline has no time
-   * for, cut pool waits, and cancel statements in flight at the cutoff
-   * (docs/databases.md). `false` leaves `pg` alone. Default true.
+   * `false` leaves `pg` 8.x alone; else statements the deadline has no time for are
+   * refused, pool waits cut, and statements in flight cancelled at the cutoff. Default true.
    */
   pg?: boolean;
-  /** The same for MariaDB/MySQL through `mysql2` 3.x (`KILL QUERY` at the cutoff). Default true. */
+  /** The same for `mysql2` 3.x (`KILL QUERY` at the cutoff). Default true. */
   mysql2?: boolean;
-  /** The same for Redis through `ioredis` 5.x/6.x (blocking timeouts clamped to the budget). Default true. */
+  /** The same for `ioredis` 5.x/6.x (blocking timeouts clamped to the budget). Default true. */
   ioredis?: boolean;
-  /**
-   * `false` leaves @grpc/grpc-js alone: no client or server is touched.
-   * Default `true`. Env: `OTEL_DEADLINE_GRPC_ENABLED=false`.
-   */
+  /** `false` leaves @grpc/grpc-js alone: no client or server is touched. Default true. */
   grpc?: boolean;
   /**
-   * Whether to believe the deadline of this gRPC caller (`grpc-timeout` and
-   * the deadline metadata). Default: trust every caller, unless
-   * `trustIncoming` is set, in which case gRPC callers are not trusted until
-   * this hook says so.
+   * Whether to believe the deadline of this gRPC caller. Default: trust every
+   * caller, or, when `trustIncoming` is set, none until this hook says so.
    */
   trustIncomingGrpc?: (call: IncomingGrpcCallInfo) => boolean;
 }

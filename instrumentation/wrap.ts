@@ -1,12 +1,9 @@
 /**
- * Method wrapping that coexists with OpenTelemetry instrumentations.
- *
- * InstrumentationBase `_wrap` first unwraps anything carrying shimmer's
- * `__wrapped` marks, so two instrumentations wrapping `http.request` remove
- * each other depending on who registers last. Our wrappers carry no shimmer
- * marks (nobody unwraps them), never unwrap anyone else, and when disabled
- * while someone has wrapped on top of them they stay in the chain and pass
- * every call straight through.
+ * Method wrapping that coexists with OpenTelemetry instrumentations. Their
+ * `_wrap` unwraps anything carrying shimmer's `__wrapped` mark first, so two of
+ * them wrapping `http.request` remove each other. Ours carry no shimmer marks,
+ * never unwrap anyone, and when disabled under someone else's wrapper stay in
+ * the chain as a pass-through.
  */
 
 const WRAPPED_BY = Symbol.for('otel-deadline.wrapped-by');
@@ -20,7 +17,7 @@ export interface MethodPatch {
 }
 
 /** True if `fn`, or anything it wraps through shimmer's `__original` chain, is a wrapper made by `owner`. */
-export function isWrappedBy(fn: unknown, owner: object): boolean {
+function isWrappedBy(fn: unknown, owner: object): boolean {
   let current: unknown = fn;
   for (let depth = 0; typeof current === 'function' && depth < 32; depth++) {
     const marked = current as { [WRAPPED_BY]?: object; __original?: unknown };
@@ -53,10 +50,8 @@ export function unwrappedBy(fn: AnyFunction, owner: object): AnyFunction | undef
 
 /**
  * Replaces `target[name]` by `makeWrapper(original)`, unless `owner` already has
- * a wrapper in that method's chain. `isActive` is read on every call: by a
- * wrapper around the one made, or, with `checksActive`, by the made wrapper
- * itself (which must then pass the call straight to `original` while
- * `isActive()` is false): one call frame less on a per-command path.
+ * a wrapper in that method's chain. While `isActive()` is false, calls go
+ * straight to `original`.
  */
 export function wrapMethod(
   target: Record<string, unknown>,
@@ -64,21 +59,20 @@ export function wrapMethod(
   owner: object,
   isActive: () => boolean,
   makeWrapper: (original: AnyFunction) => AnyFunction,
-  { checksActive = false }: { checksActive?: boolean } = {},
 ): MethodPatch | undefined {
   const original = target[name];
   if (typeof original !== 'function' || isWrappedBy(original, owner)) return undefined;
   const hadOwn = Object.prototype.hasOwnProperty.call(target, name);
   const active = makeWrapper(original as AnyFunction);
-  const wrapper = checksActive
-    ? active
-    : function (this: unknown, ...args: unknown[]): unknown {
-        return isActive() ? active.apply(this, args) : (original as AnyFunction).apply(this, args);
-      };
-  Object.defineProperty(wrapper, WRAPPED_BY, { value: owner });
-  Object.defineProperty(wrapper, ORIGINAL, { value: original });
-  Object.defineProperty(wrapper, 'name', { value: (original as AnyFunction).name });
-  Object.defineProperty(wrapper, 'length', { value: (original as AnyFunction).length });
+  const wrapper = function (this: unknown, ...args: unknown[]): unknown {
+    return isActive() ? active.apply(this, args) : (original as AnyFunction).apply(this, args);
+  };
+  Object.defineProperties(wrapper, {
+    [WRAPPED_BY]: { value: owner },
+    [ORIGINAL]: { value: original },
+    name: { value: original.name },
+    length: { value: original.length },
+  });
   setProperty(target, name, wrapper);
   return {
     restore() {

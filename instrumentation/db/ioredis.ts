@@ -19,9 +19,10 @@ export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: Dri
   const Pipeline = moduleExports.Pipeline as { prototype?: Exports } | undefined;
   const commander = Object.getPrototypeOf(proto) as Exports | null;
   const patches = [
-    wrapMethod(proto, 'sendCommand', owner, isActive, makeSendCommandWrapper(host, slot, owner, isActive), { checksActive: true }),
+    wrapMethod(proto, 'sendCommand', owner, isActive, makeSendCommandWrapper(host, slot, owner, isActive)),
+    // The connection's handshake, its offline-queue flush and its resends run in the context it was opened in.
     wrapMethod(proto, 'connect', owner, isActive, makeOpensOutsideDeadline),
-    Pipeline?.prototype === undefined ? undefined : wrapMethod(Pipeline.prototype, 'sendCommand', owner, isActive, makePipelineSendCommand(host, owner, isActive), { checksActive: true }),
+    Pipeline?.prototype === undefined ? undefined : wrapMethod(Pipeline.prototype, 'sendCommand', owner, isActive, makePipelineSendCommand(host, owner, isActive)),
     ...(commander === null || commander === Object.prototype ? [] : patchAutoPipelinedCalls(commander, host, owner, isActive)),
   ];
   return patches.filter((patch) => patch !== undefined);

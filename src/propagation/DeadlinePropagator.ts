@@ -1,25 +1,10 @@
-import {
-  diag,
-  propagation,
-  type Context,
-  type TextMapGetter,
-  type TextMapPropagator,
-  type TextMapSetter,
-} from '@opentelemetry/api';
+import { diag, propagation, type Context, type TextMapGetter, type TextMapPropagator, type TextMapSetter } from '@opentelemetry/api';
 import { isTracingSuppressed, W3CBaggagePropagator } from '@opentelemetry/core';
 import { getDeadline, isDeadlineOffWire, setDeadline } from '../context';
 import { DeadlineNode } from '../deadline-node';
 import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
-import {
-  BAGGAGE_DEADLINE_KEY,
-  HEADER_AT_MS,
-  HEADER_BAGGAGE,
-  HEADER_CONNECT_TIMEOUT_MS,
-  HEADER_GRPC_TIMEOUT,
-  HEADER_REMAINING_MS,
-  HEADER_RUN_DEADLINE_MS,
-} from '../attributes';
-import { smallestBaggageMs, smallestGrpcTimeout, smallestIntegerMs, type HeaderValue } from './parse';
+import { BAGGAGE_DEADLINE_KEY, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_CONNECT_TIMEOUT_MS, HEADER_GRPC_TIMEOUT, HEADER_REMAINING_MS, HEADER_RUN_DEADLINE_MS } from '../attributes';
+import { parseGrpcTimeout, parseIntegerMs, smallest, smallestBaggageMs, type HeaderValue } from './parse';
 
 /**
  * Which incoming values to believe.
@@ -53,10 +38,10 @@ function wireValue(getter: TextMapGetter, carrier: unknown, key: string): Header
   return typeof value === 'string' || Array.isArray(value) ? (value as HeaderValue) : undefined;
 }
 
-/** The smaller of two optional values. */
-function smaller(a: number | undefined, b: number | undefined): number | undefined {
-  if (a === undefined) return b;
-  return b === undefined || a <= b ? a : b;
+/** The smallest of the values given; undefined when none is. */
+function smallestOf(...values: (number | undefined)[]): number | undefined {
+  const given = values.filter((value) => value !== undefined);
+  return given.length === 0 ? undefined : Math.min(...given);
 }
 
 /**
@@ -135,7 +120,17 @@ export class DeadlinePropagator implements TextMapPropagator {
   /** Reads and combines the wire values; `undefined` when none is usable. Never throws. */
   read(carrier: unknown, getter: TextMapGetter): IncomingDeadline | undefined {
     try {
-      return this.combine(carrier, getter);
+      const ms = (key: string) => smallest(wireValue(getter, carrier, key), parseIntegerMs);
+      const grpcTimeout = smallest(wireValue(getter, carrier, HEADER_GRPC_TIMEOUT), parseGrpcTimeout);
+      const relative = smallestOf(ms(HEADER_REMAINING_MS), grpcTimeout, ms(HEADER_CONNECT_TIMEOUT_MS), ms(HEADER_RUN_DEADLINE_MS));
+      const absolute = smallestOf(ms(HEADER_AT_MS), smallestBaggageMs(wireValue(getter, carrier, HEADER_BAGGAGE), BAGGAGE_DEADLINE_KEY));
+      const nowEpoch = Date.now();
+      const fromAbsolute = absolute === undefined ? undefined : Math.max(0, absolute - nowEpoch);
+      let remaining = this.clock === 'relative' ? relative : this.clock === 'absolute' ? fromAbsolute : smallestOf(relative, fromAbsolute);
+      if (remaining === undefined) return undefined;
+      remaining = Math.min(remaining, this.maxIncomingMs);
+      const wireSkewMs = relative !== undefined && absolute !== undefined ? Math.round(absolute - (nowEpoch + relative)) : undefined;
+      return { remainingMs: remaining, expiresAtMs: nowEpoch + remaining, wireSkewMs };
     } catch (err) {
       // A throwing getter or carrier counts as no deadline at all.
       diag.debug('otel-deadline: DeadlinePropagator could not read the carrier', err);
@@ -143,34 +138,7 @@ export class DeadlinePropagator implements TextMapPropagator {
     }
   }
 
-  private combine(carrier: unknown, getter: TextMapGetter): IncomingDeadline | undefined {
-    const wire = (key: string) => wireValue(getter, carrier, key);
-    const relative = smaller(
-      smaller(smallestIntegerMs(wire(HEADER_REMAINING_MS)), smallestGrpcTimeout(wire(HEADER_GRPC_TIMEOUT))),
-      smaller(smallestIntegerMs(wire(HEADER_CONNECT_TIMEOUT_MS)), smallestIntegerMs(wire(HEADER_RUN_DEADLINE_MS))),
-    );
-    const absolute = smaller(smallestIntegerMs(wire(HEADER_AT_MS)), smallestBaggageMs(wire(HEADER_BAGGAGE), BAGGAGE_DEADLINE_KEY));
-    const nowEpoch = Date.now();
-    const fromAbsolute = absolute === undefined ? undefined : Math.max(0, absolute - nowEpoch);
-    let remaining: number | undefined;
-    if (this.clock === 'relative') remaining = relative;
-    else if (this.clock === 'absolute') remaining = fromAbsolute;
-    else remaining = smaller(relative, fromAbsolute);
-    if (remaining === undefined) return undefined;
-    if (remaining > this.maxIncomingMs) remaining = this.maxIncomingMs;
-    const wireSkewMs =
-      relative !== undefined && absolute !== undefined ? Math.round(absolute - (nowEpoch + relative)) : undefined;
-    return { remainingMs: remaining, expiresAtMs: nowEpoch + remaining, wireSkewMs };
-  }
-
   fields(): string[] {
-    return [
-      HEADER_REMAINING_MS,
-      HEADER_AT_MS,
-      HEADER_BAGGAGE,
-      HEADER_GRPC_TIMEOUT,
-      HEADER_CONNECT_TIMEOUT_MS,
-      HEADER_RUN_DEADLINE_MS,
-    ];
+    return [HEADER_REMAINING_MS, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_GRPC_TIMEOUT, HEADER_CONNECT_TIMEOUT_MS, HEADER_RUN_DEADLINE_MS];
   }
 }

@@ -1,14 +1,13 @@
 /**
- * Parsers for incoming deadline header values. They never throw: every
- * function returns a finite, non-negative number or `undefined`. Values are
- * length-checked before any regex runs, and the regexes are anchored with
- * bounded repetition, so a hostile 1 MiB value costs one length check.
+ * Parsers for incoming deadline header values: never throwing, each returns a
+ * finite, non-negative number or `undefined`. Lengths are checked before any
+ * (anchored, bounded) regex runs: a hostile 1 MiB value costs one length check.
  */
 
 /** Longer header values are ignored outright. Enough for a few dozen comma-joined values. */
-export const MAX_HEADER_VALUE_LENGTH = 1024;
-/** W3C baggage allows 8192 bytes in total. */
-export const MAX_BAGGAGE_LENGTH = 8192;
+const MAX_HEADER_VALUE_LENGTH = 1024;
+/** W3C baggage allows 8192 bytes in total, and so up to 180 members. */
+const MAX_BAGGAGE_LENGTH = 8192;
 const MAX_LIST_ITEMS = 32;
 
 const GRPC_TIMEOUT = /^([0-9]{1,8})([HMSmun])$/;
@@ -23,12 +22,12 @@ type ParseOne = (item: string) => number | undefined;
  * proxy may have comma-joined: that can only shorten a budget, never extend
  * it. Bounded in length and count.
  */
-function smallest(raw: HeaderValue, parseOne: ParseOne): number | undefined {
+export function smallest(raw: HeaderValue, parseOne: ParseOne, maxLength = MAX_HEADER_VALUE_LENGTH, maxItems = MAX_LIST_ITEMS): number | undefined {
   const values: unknown[] = raw === undefined ? [] : Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
   let best: number | undefined;
   for (const value of values) {
-    if (typeof value !== 'string' || value.length > MAX_HEADER_VALUE_LENGTH) continue;
-    for (const part of value.split(',', MAX_LIST_ITEMS)) {
+    if (typeof value !== 'string' || value.length > maxLength) continue;
+    for (const part of value.split(',', maxItems)) {
       const parsed = parseOne(part.trim());
       if (parsed !== undefined && (best === undefined || parsed < best)) best = parsed;
     }
@@ -48,28 +47,12 @@ export function parseGrpcTimeout(item: string): number | undefined {
   return Number(match[1]) * GRPC_UNIT_MS[match[2]];
 }
 
-export function smallestIntegerMs(raw: HeaderValue): number | undefined {
-  return smallest(raw, parseIntegerMs);
-}
-
-export function smallestGrpcTimeout(raw: HeaderValue): number | undefined {
-  return smallest(raw, parseGrpcTimeout);
-}
-
 /** Reads `key=value` members of a W3C baggage header; the smallest valid value of `key` wins. */
 export function smallestBaggageMs(raw: HeaderValue, key: string): number | undefined {
-  if (raw === undefined) return undefined;
-  const values = Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
-  let best: number | undefined;
-  for (const value of values) {
-    if (typeof value !== 'string' || value.length > MAX_BAGGAGE_LENGTH || !value.includes(key)) continue;
-    for (const member of value.split(',', 180)) {
-      const eq = member.indexOf('=');
-      if (eq < 0 || member.slice(0, eq).trim() !== key) continue;
-      // Baggage members may carry `;property` metadata after the value.
-      const parsed = parseIntegerMs(member.slice(eq + 1).split(';', 1)[0].trim());
-      if (parsed !== undefined && (best === undefined || parsed < best)) best = parsed;
-    }
-  }
-  return best;
+  const parseMember = (member: string) => {
+    const eq = member.indexOf('=');
+    // Baggage members may carry `;property` metadata after the value.
+    return eq >= 0 && member.slice(0, eq).trim() === key ? parseIntegerMs(member.slice(eq + 1).split(';', 1)[0].trim()) : undefined;
+  };
+  return smallest(raw, parseMember, MAX_BAGGAGE_LENGTH, 180);
 }
