@@ -19,16 +19,16 @@ export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: Dri
   const Pipeline = moduleExports.Pipeline as { prototype?: Exports } | undefined;
   const commander = Object.getPrototypeOf(proto) as Exports | null;
   const patches = [
-    wrapMethod(proto, 'sendCommand', owner, isActive, makeSendCommandWrapper(host, slot, owner, isActive)),
+    wrapMethod(proto, 'sendCommand', owner, isActive, makeSendCommandWrapper(host, slot, owner)),
     // The connection's handshake, its offline-queue flush and its resends run in the context it was opened in.
     wrapMethod(proto, 'connect', owner, isActive, makeOpensOutsideDeadline),
-    Pipeline?.prototype === undefined ? undefined : wrapMethod(Pipeline.prototype, 'sendCommand', owner, isActive, makePipelineSendCommand(host, owner, isActive)),
+    Pipeline?.prototype === undefined ? undefined : wrapMethod(Pipeline.prototype, 'sendCommand', owner, isActive, makePipelineSendCommand(host, owner)),
     ...(commander === null || commander === Object.prototype ? [] : patchAutoPipelinedCalls(commander, host, owner, isActive)),
   ];
   return patches.filter((patch) => patch !== undefined);
 }
 
-function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, isActive: () => boolean) {
+function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object) {
   return (original: AnyFunction): AnyFunction => {
     const instrumentedBelow = isShimmerWrapper(original);
 
@@ -73,7 +73,6 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
     }
 
     return function sendCommand(this: unknown, ...args: unknown[]): unknown {
-      if (!isActive()) return original.apply(this, args);
       const command = args[0] as RedisCommand | undefined;
       const outerSpan = slot.take(command?.args);
       if (isPipelineWrite(args[1])) return writeQueued(this, args, args[1], outerSpan);

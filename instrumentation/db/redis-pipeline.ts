@@ -65,10 +65,9 @@ export function refusesWholeBatch(stream: object, batch: PipelineMember, minUsef
 }
 
 /** Pipeline#sendCommand: queues a command in its caller's context, with a guard if a deadline is active there. */
-export function makePipelineSendCommand(host: ClientHost, owner: object, isActive: () => boolean) {
+export function makePipelineSendCommand(host: ClientHost, owner: object) {
   return (original: AnyFunction): AnyFunction =>
     function sendCommand(this: unknown, ...args: unknown[]): unknown {
-      if (!isActive()) return original.apply(this, args);
       const pipeline = this as { length?: unknown; redis?: ClientLike };
       const command = args[0] as RedisCommand | undefined;
       const caller = queuingCaller;
