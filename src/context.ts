@@ -49,12 +49,7 @@ export function withoutBaggageEntry(ctx: Context): Context {
   return rest.getAllEntries().length === 0 ? propagation.deleteBaggage(ctx) : propagation.setBaggage(ctx, rest);
 }
 
-/**
- * @internal The key of a context whose deadline holds here but is sent by
- * nobody else: the DeadlinePropagator writes nothing from it. Shared by every
- * copy of the package, like the deadline's own key, so that a propagator of
- * one copy honours the mark another copy set.
- */
+/** @internal Marks a context whose deadline the DeadlinePropagator must not send; shared across package copies. */
 export const DEADLINE_OFF_WIRE_KEY = Symbol.for('otel-deadline.context.off-wire');
 
 /** @internal True for a context carrying DEADLINE_OFF_WIRE_KEY. */

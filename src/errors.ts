@@ -1,15 +1,8 @@
 /**
- * Typed deadline errors. Each carries a stable `code` and a brand registered
- * with `Symbol.for`, so `instanceof` and `isDeadlineError` agree even when two
- * copies of this package are loaded (`require` and `import`, or two versions).
- *
- * `status`/`statusCode` (504 for a deadline passed or a budget too small, 499
- * "client closed request" for a cancel) and `expose: true` (the message holds
- * only operation names and times) are what express, koa and fastify read to
- * answer that status without a stack.
- *
- * None is called `AbortError`: OpenTelemetry instrumentations treat an
- * AbortError as a deliberate cancel, and an expiry must count as a failure.
+ * Typed deadline errors with a stable `code` and a `Symbol.for` brand, so
+ * `instanceof` works across two copies of the package. `status`/`statusCode`
+ * and `expose: true` let express, koa and fastify answer without a stack. None
+ * is called `AbortError`: instrumentations treat that as a deliberate cancel.
  */
 
 export type DeadlineErrorCode = 'DEADLINE_EXCEEDED' | 'INSUFFICIENT_BUDGET' | 'CANCELLED';
@@ -57,11 +50,7 @@ export abstract class BrandedDeadlineError<C extends DeadlineErrorCode> extends 
     Object.defineProperty(this, BRANDS[code], { value: true });
   }
 
-  /**
-   * For our own classes the brand decides (an error from another copy of the
-   * package counts); for a user's subclass the ordinary prototype check (a
-   * plain error of ours is not one of theirs).
-   */
+  /** Our own classes check the brand (other copies count); a user's subclass the prototype. */
   static override [Symbol.hasInstance](value: unknown): boolean {
     const code = OWN_CODES.get(this);
     if (code === undefined) return Function.prototype[Symbol.hasInstance].call(this, value);

@@ -46,12 +46,9 @@ function refusalFromParent(operation: string, expiresAtMs: number, reason: unkno
 }
 
 /**
- * Validates options and opens a deadline under `parent` (undefined: a root).
- * Refusals are thrown before anything is allocated: an aborted parent or
- * signal, a cutoff already passed, or too little usable time.
- * `keepBeforeParentMs` ends the new deadline at least that long before its
- * parent's cutoff (withAdmission's reserve), computed from the one clock read
- * the rest of the opening uses.
+ * Validates options and opens a deadline under `parent` (undefined: a root),
+ * refusing before anything is allocated. `keepBeforeParentMs` ends it that long
+ * before the parent's cutoff (withAdmission's reserve), on the same clock read.
  */
 export function openDeadlineUnder(parentInput: Deadline | null | undefined, options: DeadlineOptions, keepBeforeParentMs = 0): DeadlineNode {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
@@ -66,10 +63,8 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
   const minUsefulMs = options.minUsefulMs === undefined ? 0 : checkDuration('minUsefulMs', options.minUsefulMs);
   const reserveMs = options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs);
 
-  // The two clocks are read in the order that keeps a pause between the reads on the safe side: for
-  // a timeout the wall clock first, so the cutoff sent on the wire (expiresAtMs) is never later than
-  // the one enforced here; for an absolute expiresAtMs the monotonic clock first, so the cutoff
-  // enforced here is never later than the one asked for.
+  // Clock read order keeps a pause on the safe side: the wire cutoff is never later than the
+  // enforced one, and the enforced one never later than the one asked for.
   const earlyEpoch = hasTimeout ? Date.now() : 0;
   const nowMono = monotonicNow();
   const nowEpoch = hasTimeout ? earlyEpoch : Date.now();
@@ -93,7 +88,6 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
   let expiresAtMs = ownExpiresAt;
   let keptBack = false;
   if (parent !== undefined) {
-    // keepBeforeParentMs: the parent's cutoff less a reserve, on the same clock read as everything else here.
     const parentCutoff = cutoffOf(parent, nowMono) - keepBeforeParentMs;
     cutoffMono = minCutoff(ownCutoff, parentCutoff);
     keptBack = cutoffMono === parentCutoff && keepBeforeParentMs > 0;
@@ -153,11 +147,7 @@ export async function withDeadline<T>(options: DeadlineOptions, fn: (deadline: D
   return runUnder(options, fn, 0);
 }
 
-/**
- * @internal withDeadline for work that must end `keepBeforeParentMs` before
- * the active deadline (withAdmission): the reserve comes off the parent's
- * cutoff inside the opening, on its one clock read.
- */
+/** @internal withDeadline ending `keepBeforeParentMs` before the active deadline (withAdmission). */
 export function withDeadlineKeeping<T>(options: DeadlineOptions, keepBeforeParentMs: number, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
   return runUnder(options, fn, keepBeforeParentMs);
 }

@@ -21,11 +21,7 @@ export interface RemoteLateness {
   byMs: number;
 }
 
-/**
- * Clock skew (NTP: a few ms) and an abort unwinding through a loaded host (100
- * ms or more) separate the sides of a hop that behaved; 250 ms stays clear of
- * both, while a callee that ignores its caller's deadline goes on far longer.
- */
+/** Clear of clock skew (a few ms) and a loaded host's abort unwinding (100 ms or more). */
 export const REMOTE_GRACE_MS = 250;
 
 const CALLERS = new Set(['client', 'producer']);
