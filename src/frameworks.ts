@@ -1,9 +1,7 @@
 /**
- * Error handlers for frameworks whose default handling of a deadline error is
- * not enough (fastify's is; koa's turns 499 into 500). Each answers the error's
- * `status` with the early refusal's JSON body, `{"code":"DEADLINE_EXCEEDED"}`,
- * but no `x-deadline-expired` header: the handler did run. Other errors go on
- * to the framework. Typed structurally: no framework is a dependency.
+ * Error handlers for frameworks whose default is not enough (koa turns 499 into
+ * 500). Each answers the error's `status` with `{"code":...}` but no
+ * `x-deadline-expired` (the handler did run); other errors go on to the framework.
  */
 import { isDeadlineError, type DeadlineErrorCode } from './errors';
 

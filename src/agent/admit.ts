@@ -72,7 +72,6 @@ export async function withAdmission<T>(options: AdmissionOptions, fn: (deadline:
   }
   const cap = Math.min(usable, timeoutMs ?? Infinity);
   if (cap === Infinity) throw new TypeError('withAdmission needs an active deadline or a timeoutMs');
-  // The reserve comes off the caller's cutoff when the child opens, not off `usable` as read above:
-  // a pause between the two reads would otherwise move the child's cutoff into the reserve.
+  // The reserve comes off the cutoff at opening, not off `usable`: a pause between reads would eat into it.
   return withDeadlineKeeping({ operation, timeoutMs: cap }, reserveMs ?? 0, fn);
 }
