@@ -88,10 +88,7 @@ export class DeadlineCancelledError extends BrandedDeadlineError<'CANCELLED'> {
 
 OWN_CODES.set(DeadlineExceededError, 'DEADLINE_EXCEEDED').set(InsufficientBudgetError, 'INSUFFICIENT_BUDGET').set(DeadlineCancelledError, 'CANCELLED');
 
-/**
- * True for every error this package raises about a deadline (the three
- * classes above), from any copy of the package. Tell them apart by `err.code`.
- */
+/** True for every deadline error of this package, from any copy of it. Tell them apart by `err.code`. */
 export function isDeadlineError(err: unknown): err is DeadlineExceededError | InsufficientBudgetError | DeadlineCancelledError {
   return brandOf(err) !== undefined;
 }
@@ -101,11 +98,7 @@ export function abortCodeOf(reason: unknown): DeadlineErrorCode {
   return brandOf(reason) ?? 'CANCELLED';
 }
 
-/**
- * A telemetry-safe description of an abort reason. Our own messages hold only
- * operation names and timestamps; of a foreign reason only its type name (and
- * a string `code`, if any) is kept.
- */
+/** A telemetry-safe description of an abort reason: ours verbatim, a foreign one by type name and `code`. */
 export function describeAbortReason(reason: unknown): string {
   if (isDeadlineError(reason)) return reason.message;
   if (reason instanceof Error) {
@@ -115,11 +108,7 @@ export function describeAbortReason(reason: unknown): string {
   return reason === undefined ? 'aborted' : typeof reason;
 }
 
-/**
- * @internal The error a caller gets for work a deadline's abort stopped:
- * DeadlineCancelledError for a cancellation, else DeadlineExceededError;
- * `cause` (the reason unless given, e.g. a driver's own error) is kept.
- */
+/** @internal The error for work an abort stopped: DeadlineCancelledError or DeadlineExceededError, keeping `cause`. */
 export function errorForAbort(reason: unknown, operation: string, expiresAtMs: number, cause: unknown = reason): DeadlineCancelledError | DeadlineExceededError {
   return abortCodeOf(reason) === 'CANCELLED'
     ? new DeadlineCancelledError(operation, cause)

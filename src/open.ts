@@ -9,10 +9,7 @@ import { checkContextManager } from './context-check';
 
 export const TRACER_NAME = 'otel-deadline';
 
-/**
- * Opens a deadline. Without `parent` it is clamped under the deadline active in
- * OTel context; `parent: null` opens a root, which is what an edge does.
- */
+/** Opens a deadline, clamped under the active one unless `parent` is given; `parent: null` opens a root. */
 export function openDeadline(options: DeadlineOptions): ManagedDeadline {
   return openDeadlineUnder(parentFor(options), options);
 }
@@ -136,11 +133,8 @@ export function endRefusedSpan(span: Span, err: unknown): void {
 }
 
 /**
- * Runs `fn` under a new deadline: the deadline is active in OTel context and a
- * span named `operation` is open for the duration. When `fn` settles the span
- * ends, then the deadline is disposed, and fn's result or error is passed on.
- * A refusal (expired parent, too little budget) still produces a span, with
- * outcome `not_started`, and then throws.
+ * Runs `fn` under a new deadline, active in OTel context, inside a span named `operation`; when `fn`
+ * settles the span ends and the deadline is disposed. A refusal still ends a `not_started` span, then throws.
  */
 export async function withDeadline<T>(options: DeadlineOptions, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
   if (typeof fn !== 'function') throw new TypeError('fn must be a function');

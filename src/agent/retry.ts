@@ -61,10 +61,7 @@ export interface RetryOptions {
   reserveMs?: number;
   /** A cap on each attempt, clamped under the shared deadline; hitting it (alone) is a retryable failure. Default: none. */
   attemptTimeoutMs?: number;
-  /**
-   * Whether a failed attempt is worth repeating. Never asked about deadline errors (on the error or
-   * a cause) or a reply carrying `x-deadline-expired`: those always stop. Default: `defaultRetryable`.
-   */
+  /** Whether a failed attempt is worth repeating; deadline errors and `x-deadline-expired` always stop. Default: `defaultRetryable`. */
   retryable?: (err: unknown) => boolean;
   /** Default: a random UUID per call. */
   idempotencyKey?: string;
@@ -74,10 +71,7 @@ export interface RetryOptions {
   deadline?: Deadline | null;
 }
 
-/**
- * The default `retryable`: every error but a 4xx other than 408, 425 and 429
- * (repeating a request the server judged invalid cannot help).
- */
+/** The default `retryable`: every error but a 4xx other than 408, 425 and 429. */
 export function defaultRetryable(err: unknown): boolean {
   const status = httpStatusOf(err);
   if (status === undefined || status < 400 || status >= 500) return true;

@@ -1,10 +1,6 @@
 import type { LineageSpan, TagValue } from './model';
 
-/**
- * Reads OTLP/JSON trace data (one ExportTraceServiceRequest) in the OTLP JSON
- * encoding (hex ids, int64 as string) and the looser forms SDKs emit (ints as
- * numbers, kind as an enum name).
- */
+/** Reads OTLP/JSON trace data, strict encoding or the looser forms SDKs emit (ints as numbers, kind by name). */
 
 interface OtlpAnyValue {
   stringValue?: string;

@@ -14,7 +14,6 @@ export interface InFlightMark {
 /** The span states of every processor that has not been shut down; usually one. */
 const liveProcessors = new Set<WeakMap<object, InFlightMark>>();
 
-/** A processor's span states become markable when it is made, and stop being so at its shutdown. */
 export function addSpanStates(states: WeakMap<object, InFlightMark>): void {
   liveProcessors.add(states);
 }
