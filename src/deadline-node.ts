@@ -36,7 +36,6 @@ export function cutoffOf(deadline: Deadline, nowMono: number): number {
 }
 
 /**
-/**
  * One node in the deadline tree. Abort state is derived on demand: the clock
  * needs no walk (a child's cutoff is never later than its parent's), and
  * cancellation walks only the "watch points" above (roots, remote deadlines,

@@ -59,9 +59,8 @@ export interface DeadlineOptions {
 }
 
 /**
- * Calls `listener(reason)` once when `deadline` aborts (at once if it has) and returns the
- * unsubscribe function. The subscription keeps the deadline enforced, even after dispose,
- * until undone: unsubscribe when the guarded work settles.
+ * Calls `listener(reason)` once when `deadline` aborts (at once if it has); returns the unsubscribe.
+ * It keeps the deadline enforced, even after dispose: unsubscribe when the guarded work settles.
  */
 export function onDeadlineAbort(deadline: Deadline, listener: (reason: unknown) => void): () => void {
   if (deadline instanceof DeadlineNode) return deadline.subscribe(listener);

@@ -1,8 +1,7 @@
 /**
- * Typed deadline errors with a stable `code` and a `Symbol.for` brand, so
- * `instanceof` works across two copies of the package. `status`/`statusCode`
- * and `expose: true` let express, koa and fastify answer without a stack. None
- * is called `AbortError`: instrumentations treat that as a deliberate cancel.
+ * Typed deadline errors with a stable `code` and a `Symbol.for` brand (`instanceof` works across package
+ * copies); `status` and `expose` let web frameworks answer without a stack. None is an `AbortError`:
+ * instrumentations treat that as a deliberate cancel.
  */
 
 export type DeadlineErrorCode = 'DEADLINE_EXCEEDED' | 'INSUFFICIENT_BUDGET' | 'CANCELLED';

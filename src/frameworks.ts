@@ -1,7 +1,6 @@
 /**
- * Error handlers for frameworks whose default is not enough (koa turns 499 into
- * 500). Each answers the error's `status` with `{"code":...}` but no
- * `x-deadline-expired` (the handler did run); other errors go on to the framework.
+ * Error handlers for frameworks whose default is not enough (koa turns 499 into 500): the error's `status`
+ * with `{"code":...}` but no `x-deadline-expired` (the handler did run); other errors go on.
  */
 import { isDeadlineError, type DeadlineErrorCode } from './errors';
 
@@ -45,10 +44,7 @@ interface HonoLikeContext {
   text(body: string, status: number): Response;
 }
 
-/**
- * hono: `app.onError(honoDeadlineErrors)`. Other errors are answered as hono's
- * default handler answers them (an HTTPException's own response, else 500).
- */
+/** hono: `app.onError(honoDeadlineErrors)`. Other errors get hono's default answer (HTTPException's response, else 500). */
 export function honoDeadlineErrors(err: Error, c: HonoLikeContext): Response {
   if (isDeadlineError(err)) return c.json({ code: err.code } satisfies DeadlineErrorBody, err.status);
   const withResponse = err as Error & { getResponse?: () => Response };

@@ -43,9 +43,8 @@ function refusalFromParent(operation: string, expiresAtMs: number, reason: unkno
 }
 
 /**
- * Validates options and opens a deadline under `parent` (undefined: a root),
- * refusing before anything is allocated. `keepBeforeParentMs` ends it that long
- * before the parent's cutoff (withAdmission's reserve), on the same clock read.
+ * Validates options and opens a deadline under `parent` (undefined: a root), refusing before anything
+ * is allocated. `keepBeforeParentMs` ends it that long before the parent's cutoff, on one clock read.
  */
 export function openDeadlineUnder(parentInput: Deadline | null | undefined, options: DeadlineOptions, keepBeforeParentMs = 0): DeadlineNode {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');

@@ -3,11 +3,7 @@
 /** setTimeout's ceiling. Node fires larger delays after ~1 ms, so never pass one through. */
 const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 
-/**
- * The longest deadline accepted: 100 days. Longer is a mistake (a unit error)
- * and refused with a RangeError; far longer loses precision on the wire.
- * Incoming wire values are clamped to it.
- */
+/** The longest deadline accepted: 100 days. Longer is a mistake, refused with a RangeError; wire values are clamped. */
 export const MAX_DEADLINE_MS = 100 * 24 * 60 * 60 * 1000;
 
 /** The monotonic clock, in milliseconds. */

@@ -24,9 +24,8 @@ export interface DetachedJob<T> {
 }
 
 /**
- * Starts work that must outlive the request under a new root deadline of
- * `timeoutMs` (the request's expiry or cancel does not reach it) and a new root
- * span linked to the declaring one, so it is not flagged as outliving its parent.
+ * Starts work that must outlive the request under a new root deadline of `timeoutMs`, out of the
+ * request's expiry or cancel, and a new root span linked to the declaring one (so not flagged late).
  */
 export function detach<T>(options: DetachOptions, fn: (deadline: Deadline) => Promise<T> | T): DetachedJob<T> {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');

@@ -132,10 +132,9 @@ function safeRetryable(retryable: (err: unknown) => boolean, err: unknown): bool
 }
 
 /**
- * Calls `fn` until it succeeds, every attempt inside the caller's one deadline.
- * Before each wait and attempt it checks that the time left covers the wait,
- * `minAttemptMs` and `reserveMs`, else throws InsufficientBudgetError (cause:
- * the last attempt's error). Runs in a span named `operation`, with a
+ * Calls `fn` until it succeeds, every attempt inside the caller's one deadline. Before each wait and
+ * attempt, if the time left cannot cover the wait, `minAttemptMs` and `reserveMs`, it throws
+ * InsufficientBudgetError (cause: the last error). Runs in a span named `operation`, with a
  * `deadline.retry.attempt` event per attempt saying why the loop went on or stopped.
  */
 export async function retryWithinDeadline<T>(

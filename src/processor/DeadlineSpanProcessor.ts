@@ -35,11 +35,7 @@ import { judgeStop } from './stop-rule';
 export interface DeadlineSpanProcessorConfig {
   /** Where the metrics go. Default: the global MeterProvider at first use (a no-op if none). */
   meterProvider?: MeterProvider;
-  /**
-   * How long a span may go on after it should have stopped (see stop-rule.ts)
-   * before it is flagged `ended_after_deadline` or `ended_after_parent`. The
-   * register entry reads it from OTEL_DEADLINE_LATE_GRACE_MS. Default 250.
-   */
+  /** How long a span may go on after it should have stopped before it is flagged late. Default 250 (register entry: OTEL_DEADLINE_LATE_GRACE_MS). */
   lateGraceMs?: number;
   /** Adds a `span.name` label to the `deadline.stop_lag` histogram. Off by default: names can be many. */
   stopLagBySpanName?: boolean;
@@ -101,12 +97,7 @@ function isLaterThan(deadline: Deadline, parent: Cutoff): boolean {
   return deadline.expiresAtMs > parent.expiresAtMs;
 }
 
-/*
- * One clock read per span start and end; the look never aborts anything: a
- * listener that ends the same span (ioredis's, via our guard) would end it twice.
- */
-
-/** The abort reason at the look that found `left` ms to the cutoff; undefined if none. */
+/** The abort reason with `left` ms to the cutoff, without aborting (a listener could end the span twice). */
 function abortReasonAt(deadline: Deadline, left: number): unknown {
   if (deadline instanceof DeadlineNode) return deadline.peekAbortReasonAt(left);
   return deadline.aborted ? deadline.abortReason : undefined;

@@ -1,9 +1,7 @@
 /**
- * How a database command guard tells DeadlineSpanProcessor that its span's
- * command is still in flight: a span ending without an error or an outcome of
- * its own ends on the reply, so it is `completed` even if read just after the
- * cutoff (ioredis ends its span in a wrapper above the guard's). On a cutoff,
- * cancel or refusal the guard writes the outcome itself.
+ * A database command guard marks its span's command in flight: ending without an error or own
+ * outcome, it ends on the reply and is `completed` even just past the cutoff (ioredis ends it in
+ * a wrapper above the guard's). On a cutoff, cancel or refusal the guard writes the outcome itself.
  */
 
 /** What a processor keeps per span that a guard may mark. */

@@ -1,11 +1,8 @@
 /**
- * When a span is late (docs/lineage.md, "What late means"): it should stop at
- * the later of its cutoff, the abort reaching it and its last child's end; it
- * gets `lateGraceMs` after that, unless the package cut it itself (then only
- * its stop lag is measured). `ended_after_parent` uses the parent's end as the
- * stop point if the deadline had aborted by then; otherwise outliving the
- * parent is undeclared fire-and-forget work, unless both ended in one
- * event-loop turn (event-loop-turn.ts).
+ * When a span is late (docs/lineage.md, "What late means"): `lateGraceMs` after the later of its
+ * cutoff, the abort reaching it and its last child's end, unless the package cut it itself. Against
+ * the parent's end likewise if the deadline had aborted by then; otherwise outliving the parent is
+ * fire-and-forget work, unless both ended in one event-loop turn (event-loop-turn.ts).
  */
 export interface StopTimes {
   /** The span's start and end, on the monotonic clock. */
