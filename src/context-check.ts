@@ -1,11 +1,6 @@
 import { context, createContextKey, diag, ROOT_CONTEXT } from '@opentelemetry/api';
 
-/**
- * Without a registered context manager the API's no-op one is in place:
- * `context.with` runs the function but `context.active()` stays empty, so a
- * deadline is never active. Nested `withDeadline` calls are then not clamped
- * and calls do not inherit the deadline, silently. This says so, once.
- */
+/** Without a context manager no deadline is ever active, silently; this says so, once. */
 
 export const NO_CONTEXT_MANAGER_WARNING_CODE = 'OTEL_DEADLINE_NO_CONTEXT_MANAGER';
 
@@ -24,10 +19,8 @@ function contextWorks(): boolean {
 }
 
 /**
- * Checks, until it has seen it work once, that a context manager carries
- * values; warns through `diag.warn` and a process warning (code
- * OTEL_DEADLINE_NO_CONTEXT_MANAGER) the first time it does not. A manager
- * registered later is picked up by the next check.
+ * Until it has seen one work, checks that a context manager carries values; the
+ * first time not, warns (diag and process warning OTEL_DEADLINE_NO_CONTEXT_MANAGER).
  */
 export function checkContextManager(): void {
   if (state === 'working') return;

@@ -2,10 +2,7 @@ import { context, propagation, type Context } from '@opentelemetry/api';
 import type { Deadline } from './deadline';
 import { BAGGAGE_DEADLINE_KEY } from './attributes';
 
-/**
- * Registered with Symbol.for so that two copies of this package (CJS and ESM,
- * or two versions) read and write the same context slot.
- */
+/** Symbol.for, so two copies of this package share one context slot. */
 const DEADLINE_KEY = Symbol.for('otel-deadline.context.deadline');
 
 /** The deadline active in `ctx` (the current OTel context by default). */
@@ -18,11 +15,7 @@ export function deadlineIn(ctx: Context): Deadline | undefined {
   return ctx.getValue(DEADLINE_KEY) as Deadline | undefined;
 }
 
-/**
- * Returns a context carrying `deadline`. It also records the cutoff as the
- * baggage entry `deadline.at_ms`, so a W3C baggage propagator composed after
- * ours still sends it, and the user's own entries are kept.
- */
+/** A context carrying `deadline`, its cutoff also in the baggage entry `deadline.at_ms` (other entries kept). */
 export function setDeadline(ctx: Context, deadline: Deadline): Context {
   const atMs = String(Math.floor(deadline.expiresAtMs));
   const current = propagation.getBaggage(ctx);
@@ -33,10 +26,7 @@ export function setDeadline(ctx: Context, deadline: Deadline): Context {
   return propagation.setBaggage(withDeadline, bag);
 }
 
-/**
- * @internal `ctx` without any deadline: neither the slot nor the baggage
- * entry, so no propagator writes one from it.
- */
+/** @internal `ctx` without any deadline: neither the slot nor the baggage entry. */
 export function withoutDeadline(ctx: Context): Context {
   return withoutBaggageEntry(getDeadline(ctx) === undefined ? ctx : ctx.deleteValue(DEADLINE_KEY));
 }
@@ -49,12 +39,7 @@ export function withoutBaggageEntry(ctx: Context): Context {
   return rest.getAllEntries().length === 0 ? propagation.deleteBaggage(ctx) : propagation.setBaggage(ctx, rest);
 }
 
-/**
- * @internal The key of a context whose deadline holds here but is sent by
- * nobody else: the DeadlinePropagator writes nothing from it. Shared by every
- * copy of the package, like the deadline's own key, so that a propagator of
- * one copy honours the mark another copy set.
- */
+/** @internal Marks a context whose deadline the DeadlinePropagator must not send; shared across package copies. */
 export const DEADLINE_OFF_WIRE_KEY = Symbol.for('otel-deadline.context.off-wire');
 
 /** @internal True for a context carrying DEADLINE_OFF_WIRE_KEY. */

@@ -36,29 +36,14 @@ export function cutoffOf(deadline: Deadline, nowMono: number): number {
 }
 
 /**
- * One node in the deadline tree.
- *
- * Abort state is derived on demand from the clock and from the "watch
- * points" above: the nodes whose abort can come from something other than
- * the clock (a root, a deadline that arrived from elsewhere, one with an
- * extra `signal`, one under a foreign Deadline). A child's cutoff is never
- * later than its parent's, so the clock needs no walk at all; cancellation
- * needs a walk over the watch points only, which a child links to when it is
- * opened. Opening a child therefore costs O(1) however deep the tree is, and
- * nothing recurses in proportion to depth.
- *
- * Everything costly is lazy. A node that nobody subscribes to and nobody asks
- * for a signal holds no timer, no controller and no listener, and is not
- * referenced by anything above it, so millions of short children under a
- * long-lived root leave nothing behind.
- *
- * Subscribing or asking for `signal` "arms" the node: it registers with the
- * nearest watch point above (arming that one too), which pushes its abort
- * down with the same reason object, and it gets an unref'd timer at its own
- * cutoff. `dispose()` ends the scope's claim only: the node stays armed while
- * anything still holds it (a subscriber, an armed descendant, a signal with
- * listeners), so a call in flight is still cut at the cutoff after the scope
- * that started it has returned. No AbortSignal.any: on Node 20 it leaks
+ * One node in the deadline tree. Abort state is derived on demand: the clock
+ * needs no walk (a child's cutoff is never later than its parent's), and
+ * cancellation walks only the "watch points" above (roots, remote deadlines,
+ * nodes with a `signal`, nodes under a foreign Deadline), so opening a child is
+ * O(1) at any depth. Timers, controllers and listeners are made only when a node
+ * is subscribed to or its `signal` read ("armed"); an unarmed node is referenced
+ * by nothing above it. `dispose()` ends the scope's claim only: the node stays
+ * armed while anything holds it. No AbortSignal.any: on Node 20 it leaks
  * dependants on a long-lived parent (nodejs/node#54614).
  */
 export class DeadlineNode implements ManagedDeadline {
@@ -120,11 +105,7 @@ export class DeadlineNode implements ManagedDeadline {
     return this.isDisposed;
   }
 
-  /**
-   * @internal A server instrumentation takes over, under its own operation
-   * name, the node a global propagator built from the same request's headers:
-   * nobody else holds it yet, and a second node would only cost time.
-   */
+  /** @internal A server takes over, under its own name, the node a global propagator built from its request. */
   adoptAs(operation: string): this {
     this.operationName = operation;
     return this;
@@ -152,10 +133,7 @@ export class DeadlineNode implements ManagedDeadline {
     return reason === NOT_ABORTED ? undefined : reason;
   }
 
-  /**
-   * Aborts at the cutoff, or when an ancestor or the `signal` option aborts,
-   * whether or not the deadline has been disposed. Created on first access.
-   */
+  /** Aborts at the cutoff or when an ancestor or the `signal` option aborts, even after dispose. Created on first access. */
   get signal(): AbortSignal {
     if (this.controller === undefined) this.controller = new AbortController();
     const reason = this.currentReason();
@@ -186,11 +164,7 @@ export class DeadlineNode implements ManagedDeadline {
     };
   }
 
-  /**
-   * @internal The milliseconds left, or -1 once aborted (by the clock, here or
-   * by an ancestor's cancellation; `abortReason` then holds why), with one
-   * clock read: what a guard checks before it sends anything.
-   */
+  /** @internal The ms left, or -1 once aborted (`abortReason` then holds why), with one clock read. */
   leftBeforeAbort(): number {
     if (this.reason === NOT_ABORTED) {
       const cancelled = this.cancellationAbove();
@@ -207,14 +181,9 @@ export class DeadlineNode implements ManagedDeadline {
   }
 
   /**
-   * @internal The abort reason `abortReason` would give at an instant when
-   * `left` ms were left to the cutoff (negative: past it), or undefined if
-   * none, without aborting: nothing is recorded and no listener runs. For
-   * readers that have just read the clock and must not run other code, such as
-   * a span processor inside the SDK's `span.end()`: an abort listener that
-   * ends the same span (a driver instrumentation's, through a command guard)
-   * would end it a second time from inside end(). An expiry not yet recorded
-   * gets a reason like the one it will have.
+   * @internal The abort reason at an instant `left` ms before the cutoff, or undefined, without
+   * aborting: no listener runs. For the span processor inside `span.end()`, where a listener that
+   * ends the same span would end it twice.
    */
   peekAbortReasonAt(left: number): unknown {
     if (this.reason !== NOT_ABORTED) return this.reason;
@@ -225,13 +194,7 @@ export class DeadlineNode implements ManagedDeadline {
     return owner.reason !== NOT_ABORTED ? owner.reason : new DeadlineExceededError(owner.operation, owner.expiresAtMs);
   }
 
-  /**
-   * @internal When the abort `peekAbortReasonAt` finds was recorded, on the
-   * monotonic clock: here, at the watch point above whose cancellation it is,
-   * or at the node whose cutoff this one shares. Undefined when nobody has
-   * recorded it yet (no timer ran and nothing asked): no listener has been
-   * told. Reads no clock and records nothing; for the span processor's stop lag.
-   */
+  /** @internal When the abort `peekAbortReasonAt` finds was recorded (monotonic); undefined if not yet. */
   peekAbortRecordedAtMono(): number | undefined {
     if (this.reason !== NOT_ABORTED) return this.abortedAtMono;
     let found: number | undefined;
@@ -242,13 +205,7 @@ export class DeadlineNode implements ManagedDeadline {
     return found ?? this.cutoffOwner.abortedAtMono;
   }
 
-  /**
-   * @internal Whether something other than the clock has aborted this
-   * deadline (a cancellation here or above, or an abort already recorded),
-   * without reading the clock and without recording anything: for a check
-   * that has just read the clock itself and must report before any abort is
-   * pushed out.
-   */
+  /** @internal Whether something other than the clock aborted this, without reading the clock or recording. */
   abortedBesidesClock(): boolean {
     return this.reason !== NOT_ABORTED || this.cancellationAbove() !== NOT_ABORTED;
   }
@@ -273,11 +230,8 @@ export class DeadlineNode implements ManagedDeadline {
   }
 
   /**
-   * Ends the opener's claim on this deadline. It neither cancels nor completes
-   * anything, and it never turns enforcement off: the clock and the ancestors
-   * still decide `aborted`, and whatever still holds the node (a call in
-   * flight, an armed descendant, a signal someone listens to) keeps it armed
-   * until that lets go. What nobody holds is released now.
+   * Ends the opener's claim. It never cancels and never turns enforcement off:
+   * whatever still holds the node keeps it armed; what nobody holds is released now.
    */
   dispose(): void {
     if (this.isDisposed) return;
@@ -285,16 +239,10 @@ export class DeadlineNode implements ManagedDeadline {
     this.releaseIfIdle();
   }
 
-  /**
-   * @internal Aborts this node and every armed descendant with the same
-   * reason. Only watch points (roots, remote deadlines, nodes with a signal)
-   * may be aborted from outside: unarmed descendants find a watch point's
-   * abort by themselves, not a plain node's.
-   */
+  /** @internal Aborts this watch point and every armed descendant with the same reason. */
   abort(reason: unknown, nowMono?: number): void {
     if (this.reason !== NOT_ABORTED) return;
-    // When the abort reached this node (and what it pushes to): the span processor measures stop lag from it.
-    // The caller's own clock read when it has one, else one read per abort (rare).
+    // When the abort reached it, for the span processor's stop lag.
     const at = nowMono ?? monotonicNow();
     // Iterative, so a 100k-deep armed chain cannot overflow the stack.
     const pending: DeadlineNode[] = [this];
@@ -320,11 +268,7 @@ export class DeadlineNode implements ManagedDeadline {
     }
   }
 
-  /**
-   * The abort state, derived in order: a watch point's cancellation (the
-   * topmost one, so a shared cancellation yields one reason object
-   * everywhere), then the clock. Deriving it marks the node, so it is sticky.
-   */
+  /** Derives the abort state (topmost cancellation first, then the clock) and makes it sticky. */
   private currentReason(): unknown {
     if (this.reason !== NOT_ABORTED) return this.reason;
     const cancelled = this.cancellationAbove();
@@ -342,8 +286,7 @@ export class DeadlineNode implements ManagedDeadline {
     for (let point = this.watch; point !== undefined; point = point.watchAbove) {
       const reason = point.ownCancellation();
       if (reason !== NOT_ABORTED) found = reason;
-      // An armed watch point is linked up to the top, so any abort above has
-      // already been pushed into it: nothing further up needs a look.
+      // An armed watch point already has any abort from above pushed into it.
       else if (point.armed) break;
     }
     return found;
@@ -378,11 +321,7 @@ export class DeadlineNode implements ManagedDeadline {
     while (above !== undefined && above.isDisposed && above.armed && !above.isHeld()) above = above.disarm();
   }
 
-  /**
-   * Links this node, and the unarmed watch points above it, into the push
-   * chain, top-down and without recursion, so an abort anywhere above reaches
-   * it with the same reason object.
-   */
+  /** Links this node and the unarmed watch points above it into the push chain, top-down, without recursion. */
   private arm(): void {
     if (this.armed || this.reason !== NOT_ABORTED) return;
     const chain: DeadlineNode[] = [this];
@@ -430,11 +369,7 @@ export class DeadlineNode implements ManagedDeadline {
     else if (cleanups.length > 1) this.detachListeners = () => cleanups.forEach((cleanup) => cleanup());
   }
 
-  /**
-   * A timer at the cutoff, for a node someone waits on (subscribers, a
-   * signal). Watch points armed only to push cancellation down need none:
-   * their descendants' cutoffs come first and have timers of their own.
-   */
+  /** A timer at the cutoff for a node someone waits on; push-only watch points need none. */
   private startTimer(): void {
     if (this.timer !== undefined || !this.armed || this.reason !== NOT_ABORTED) return;
     const delay = safeTimerDelay(this.remainingMs());
@@ -445,8 +380,7 @@ export class DeadlineNode implements ManagedDeadline {
 
   private onTimer(): void {
     this.timer = undefined;
-    // Timers can fire a little early against performance.now(), and delays over
-    // 2^31-1 ms are split into steps: re-arm until the cutoff has really passed.
+    // Timers fire a little early, and long delays are split into steps.
     if (this.remainingMs() > 0) this.startTimer();
     else this.currentReason();
   }

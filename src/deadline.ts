@@ -31,11 +31,7 @@ export interface Deadline {
   usableMs(reserveMs?: number): number;
   /** Opens a child that ends at the earlier of `now + timeoutMs` and this deadline. */
   child(operation: string, timeoutMs: number): ManagedDeadline;
-  /**
-   * Throws the abort reason if aborted, or a DeadlineExceededError if the clock has
-   * passed the cutoff even though no timer has run yet (a blocked event loop).
-   * Call it before every side effect.
-   */
+  /** Throws the abort reason if aborted or past the cutoff (even before a timer ran). Call it before every side effect. */
   throwIfAborted(): void;
 }
 
@@ -63,12 +59,8 @@ export interface DeadlineOptions {
 }
 
 /**
- * The one way to be told of a deadline's abort: calls `listener(reason)` once
- * when `deadline` aborts (at once if it already has), through the signal for
- * a Deadline that is not one of ours. Returns the unsubscribe function. The
- * subscription keeps the deadline enforced (its timer and its link to the
- * ancestors' cancellation) until it is undone, even after the deadline is
- * disposed: unsubscribe when the guarded work settles.
+ * Calls `listener(reason)` once when `deadline` aborts (at once if it has); returns the unsubscribe.
+ * It keeps the deadline enforced, even after dispose: unsubscribe when the guarded work settles.
  */
 export function onDeadlineAbort(deadline: Deadline, listener: (reason: unknown) => void): () => void {
   if (deadline instanceof DeadlineNode) return deadline.subscribe(listener);

@@ -1,15 +1,7 @@
 /**
- * Typed deadline errors. Each carries a stable `code` and a brand registered
- * with `Symbol.for`, so `instanceof` and `isDeadlineError` agree even when two
- * copies of this package are loaded (`require` and `import`, or two versions).
- *
- * `status`/`statusCode` (504 for a deadline passed or a budget too small, 499
- * "client closed request" for a cancel) and `expose: true` (the message holds
- * only operation names and times) are what express, koa and fastify read to
- * answer that status without a stack.
- *
- * None is called `AbortError`: OpenTelemetry instrumentations treat an
- * AbortError as a deliberate cancel, and an expiry must count as a failure.
+ * Typed deadline errors with a stable `code` and a `Symbol.for` brand (`instanceof` works across package
+ * copies); `status` and `expose` let web frameworks answer without a stack. None is an `AbortError`:
+ * instrumentations treat that as a deliberate cancel.
  */
 
 export type DeadlineErrorCode = 'DEADLINE_EXCEEDED' | 'INSUFFICIENT_BUDGET' | 'CANCELLED';
@@ -57,11 +49,7 @@ export abstract class BrandedDeadlineError<C extends DeadlineErrorCode> extends 
     Object.defineProperty(this, BRANDS[code], { value: true });
   }
 
-  /**
-   * For our own classes the brand decides (an error from another copy of the
-   * package counts); for a user's subclass the ordinary prototype check (a
-   * plain error of ours is not one of theirs).
-   */
+  /** Our own classes check the brand (other copies count); a user's subclass the prototype. */
   static override [Symbol.hasInstance](value: unknown): boolean {
     const code = OWN_CODES.get(this);
     if (code === undefined) return Function.prototype[Symbol.hasInstance].call(this, value);
@@ -99,10 +87,7 @@ export class DeadlineCancelledError extends BrandedDeadlineError<'CANCELLED'> {
 
 OWN_CODES.set(DeadlineExceededError, 'DEADLINE_EXCEEDED').set(InsufficientBudgetError, 'INSUFFICIENT_BUDGET').set(DeadlineCancelledError, 'CANCELLED');
 
-/**
- * True for every error this package raises about a deadline (the three
- * classes above), from any copy of the package. Tell them apart by `err.code`.
- */
+/** True for every deadline error of this package, from any copy of it. Tell them apart by `err.code`. */
 export function isDeadlineError(err: unknown): err is DeadlineExceededError | InsufficientBudgetError | DeadlineCancelledError {
   return brandOf(err) !== undefined;
 }
@@ -112,11 +97,7 @@ export function abortCodeOf(reason: unknown): DeadlineErrorCode {
   return brandOf(reason) ?? 'CANCELLED';
 }
 
-/**
- * A telemetry-safe description of an abort reason. Our own messages hold only
- * operation names and timestamps; of a foreign reason only its type name (and
- * a string `code`, if any) is kept.
- */
+/** A telemetry-safe description of an abort reason: ours verbatim, a foreign one by type name and `code`. */
 export function describeAbortReason(reason: unknown): string {
   if (isDeadlineError(reason)) return reason.message;
   if (reason instanceof Error) {
@@ -126,11 +107,7 @@ export function describeAbortReason(reason: unknown): string {
   return reason === undefined ? 'aborted' : typeof reason;
 }
 
-/**
- * @internal The error a caller gets for work a deadline's abort stopped:
- * DeadlineCancelledError for a cancellation, else DeadlineExceededError;
- * `cause` (the reason unless given, e.g. a driver's own error) is kept.
- */
+/** @internal The error for work an abort stopped: DeadlineCancelledError or DeadlineExceededError, keeping `cause`. */
 export function errorForAbort(reason: unknown, operation: string, expiresAtMs: number, cause: unknown = reason): DeadlineCancelledError | DeadlineExceededError {
   return abortCodeOf(reason) === 'CANCELLED'
     ? new DeadlineCancelledError(operation, cause)

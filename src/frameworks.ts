@@ -1,9 +1,6 @@
 /**
- * Error handlers for frameworks whose default handling of a deadline error is
- * not enough (fastify's is; koa's turns 499 into 500). Each answers the error's
- * `status` with the early refusal's JSON body, `{"code":"DEADLINE_EXCEEDED"}`,
- * but no `x-deadline-expired` header: the handler did run. Other errors go on
- * to the framework. Typed structurally: no framework is a dependency.
+ * Error handlers for frameworks whose default is not enough (koa turns 499 into 500): the error's `status`
+ * with `{"code":...}` but no `x-deadline-expired` (the handler did run); other errors go on.
  */
 import { isDeadlineError, type DeadlineErrorCode } from './errors';
 
@@ -47,10 +44,7 @@ interface HonoLikeContext {
   text(body: string, status: number): Response;
 }
 
-/**
- * hono: `app.onError(honoDeadlineErrors)`. Other errors are answered as hono's
- * default handler answers them (an HTTPException's own response, else 500).
- */
+/** hono: `app.onError(honoDeadlineErrors)`. Other errors get hono's default answer (HTTPException's response, else 500). */
 export function honoDeadlineErrors(err: Error, c: HonoLikeContext): Response {
   if (isDeadlineError(err)) return c.json({ code: err.code } satisfies DeadlineErrorBody, err.status);
   const withResponse = err as Error & { getResponse?: () => Response };

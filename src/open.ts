@@ -9,10 +9,7 @@ import { checkContextManager } from './context-check';
 
 export const TRACER_NAME = 'otel-deadline';
 
-/**
- * Opens a deadline. Without `parent` it is clamped under the deadline active in
- * OTel context; `parent: null` opens a root, which is what an edge does.
- */
+/** Opens a deadline, clamped under the active one unless `parent` is given; `parent: null` opens a root. */
 export function openDeadline(options: DeadlineOptions): ManagedDeadline {
   return openDeadlineUnder(parentFor(options), options);
 }
@@ -46,12 +43,8 @@ function refusalFromParent(operation: string, expiresAtMs: number, reason: unkno
 }
 
 /**
- * Validates options and opens a deadline under `parent` (undefined: a root).
- * Refusals are thrown before anything is allocated: an aborted parent or
- * signal, a cutoff already passed, or too little usable time.
- * `keepBeforeParentMs` ends the new deadline at least that long before its
- * parent's cutoff (withAdmission's reserve), computed from the one clock read
- * the rest of the opening uses.
+ * Validates options and opens a deadline under `parent` (undefined: a root), refusing before anything
+ * is allocated. `keepBeforeParentMs` ends it that long before the parent's cutoff, on one clock read.
  */
 export function openDeadlineUnder(parentInput: Deadline | null | undefined, options: DeadlineOptions, keepBeforeParentMs = 0): DeadlineNode {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
@@ -66,10 +59,8 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
   const minUsefulMs = options.minUsefulMs === undefined ? 0 : checkDuration('minUsefulMs', options.minUsefulMs);
   const reserveMs = options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs);
 
-  // The two clocks are read in the order that keeps a pause between the reads on the safe side: for
-  // a timeout the wall clock first, so the cutoff sent on the wire (expiresAtMs) is never later than
-  // the one enforced here; for an absolute expiresAtMs the monotonic clock first, so the cutoff
-  // enforced here is never later than the one asked for.
+  // Clock read order keeps a pause on the safe side: the wire cutoff is never later than the
+  // enforced one, and the enforced one never later than the one asked for.
   const earlyEpoch = hasTimeout ? Date.now() : 0;
   const nowMono = monotonicNow();
   const nowEpoch = hasTimeout ? earlyEpoch : Date.now();
@@ -93,7 +84,6 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
   let expiresAtMs = ownExpiresAt;
   let keptBack = false;
   if (parent !== undefined) {
-    // keepBeforeParentMs: the parent's cutoff less a reserve, on the same clock read as everything else here.
     const parentCutoff = cutoffOf(parent, nowMono) - keepBeforeParentMs;
     cutoffMono = minCutoff(ownCutoff, parentCutoff);
     keptBack = cutoffMono === parentCutoff && keepBeforeParentMs > 0;
@@ -142,22 +132,15 @@ export function endRefusedSpan(span: Span, err: unknown): void {
 }
 
 /**
- * Runs `fn` under a new deadline: the deadline is active in OTel context and a
- * span named `operation` is open for the duration. When `fn` settles the span
- * ends, then the deadline is disposed, and fn's result or error is passed on.
- * A refusal (expired parent, too little budget) still produces a span, with
- * outcome `not_started`, and then throws.
+ * Runs `fn` under a new deadline, active in OTel context, inside a span named `operation`; when `fn`
+ * settles the span ends and the deadline is disposed. A refusal still ends a `not_started` span, then throws.
  */
 export async function withDeadline<T>(options: DeadlineOptions, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
   if (typeof fn !== 'function') throw new TypeError('fn must be a function');
   return runUnder(options, fn, 0);
 }
 
-/**
- * @internal withDeadline for work that must end `keepBeforeParentMs` before
- * the active deadline (withAdmission): the reserve comes off the parent's
- * cutoff inside the opening, on its one clock read.
- */
+/** @internal withDeadline ending `keepBeforeParentMs` before the active deadline (withAdmission). */
 export function withDeadlineKeeping<T>(options: DeadlineOptions, keepBeforeParentMs: number, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
   return runUnder(options, fn, keepBeforeParentMs);
 }

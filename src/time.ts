@@ -1,21 +1,9 @@
-/**
- * Pure deadline arithmetic: no timers, no I/O. A deadline is held as a point on
- * the monotonic clock (`performance.now()` milliseconds) so that wall-clock
- * jumps can neither stretch nor shrink a budget; the wall-clock epoch value is
- * derived once, for the wire and for logs.
- */
+/** Pure deadline arithmetic on the monotonic clock, so wall-clock jumps cannot change a budget. */
 
 /** setTimeout's ceiling. Node fires larger delays after ~1 ms, so never pass one through. */
 const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 
-/**
- * The longest deadline this package accepts: 100 days. Longer budgets are
- * refused with a RangeError rather than carried: past this, a deadline is a
- * mistake (a unit error, `Infinity` spelled as a large number), and values far
- * beyond it lose integer precision on the wire, where the next hop would drop
- * them and the deadline would silently disappear. Incoming wire values are
- * clamped to it.
- */
+/** The longest deadline accepted: 100 days. Longer is a mistake, refused with a RangeError; wire values are clamped. */
 export const MAX_DEADLINE_MS = 100 * 24 * 60 * 60 * 1000;
 
 /** The monotonic clock, in milliseconds. */

@@ -15,10 +15,8 @@ export interface AdmitOptions {
 }
 
 /**
- * Admission control: returns the usable ms (remaining − `reserveMs`), or throws
- * before any work starts: DeadlineExceededError (passed), DeadlineCancelledError
- * (cancelled), InsufficientBudgetError (less than `minUsefulMs` usable).
- * Without a deadline it returns Infinity.
+ * Admission control: the usable ms (remaining − `reserveMs`; Infinity without a deadline), or throws
+ * DeadlineExceededError, DeadlineCancelledError or InsufficientBudgetError before any work starts.
  */
 export function admit(minUsefulMs: number, options: AdmitOptions = {}): number {
   checkDuration('minUsefulMs', minUsefulMs);
@@ -52,10 +50,8 @@ export interface AdmissionOptions {
 }
 
 /**
- * Runs optional work only if it fits: `admit`, then `withDeadline` under a
- * child that ends `reserveMs` before the caller's cutoff (or sooner, with
- * `timeoutMs`). A refusal ends a span with outcome `not_started` and throws;
- * the caller typically carries on with a partial result.
+ * Runs optional work only if it fits: `admit`, then `withDeadline` under a child ending `reserveMs`
+ * before the caller's cutoff (or sooner, with `timeoutMs`). A refusal ends a `not_started` span and throws.
  */
 export async function withAdmission<T>(options: AdmissionOptions, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
@@ -72,7 +68,6 @@ export async function withAdmission<T>(options: AdmissionOptions, fn: (deadline:
   }
   const cap = Math.min(usable, timeoutMs ?? Infinity);
   if (cap === Infinity) throw new TypeError('withAdmission needs an active deadline or a timeoutMs');
-  // The reserve comes off the caller's cutoff when the child opens, not off `usable` as read above:
-  // a pause between the two reads would otherwise move the child's cutoff into the reserve.
+  // The reserve comes off the cutoff at opening, not off `usable`: a pause between reads would eat into it.
   return withDeadlineKeeping({ operation, timeoutMs: cap }, reserveMs ?? 0, fn);
 }

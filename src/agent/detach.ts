@@ -24,11 +24,8 @@ export interface DetachedJob<T> {
 }
 
 /**
- * Starts work that must outlive the request (an export, a notification) under
- * a new root deadline of `timeoutMs`, which the request's expiry or cancel does
- * not reach, and a new root span linked to the declaring span, so the span
- * processor does not flag it as running after its parent (undeclared
- * fire-and-forget work is flagged).
+ * Starts work that must outlive the request under a new root deadline of `timeoutMs`, out of the
+ * request's expiry or cancel, and a new root span linked to the declaring one (so not flagged late).
  */
 export function detach<T>(options: DetachOptions, fn: (deadline: Deadline) => Promise<T> | T): DetachedJob<T> {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');

@@ -7,11 +7,7 @@ import { endRefusedSpan, TRACER_NAME } from '../open';
 import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
 import { runInSpan } from './span-run';
 
-/**
- * What a producer puts in a queued message so the worker can rebuild the
- * request's deadline: the absolute cutoff and the send time, epoch ms on the
- * sender's clock. No duration, so time spent in the queue counts.
- */
+/** What a producer puts in a queued message so the worker can rebuild the deadline; time in the queue counts. */
 export interface DeadlineEnvelope {
   /** Format version. */
   v: 1;
@@ -27,11 +23,7 @@ const MAX_EPOCH_MS = 8.64e15;
 const MAX_JSON_LENGTH = 4096;
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
-/**
- * The envelope for the deadline active in `ctx`. Throws a TypeError when there
- * is none: queueing interactive work without its cutoff is the bug this
- * prevents (work that should outlive the request is `detach`ed).
- */
+/** The envelope for the deadline active in `ctx`; a TypeError without one (work that outlives the request is `detach`ed). */
 export function toDeadlineEnvelope(ctx: Context = context.active()): DeadlineEnvelope {
   const deadline = getDeadline(ctx);
   if (deadline === undefined) {
@@ -58,11 +50,7 @@ function epochField(record: Record<string, unknown>, name: string): number {
   return value;
 }
 
-/**
- * Validates an envelope (an object, or its JSON text) and returns a clean copy;
- * anything malformed throws a TypeError saying what. A bad `traceparent` is
- * dropped (it is telemetry only); unknown fields are ignored (later versions).
- */
+/** Validates an envelope (object or JSON text) into a clean copy, or throws a TypeError; a bad `traceparent` is dropped. */
 export function readDeadlineEnvelope(input: unknown): DeadlineEnvelope {
   let value = input;
   if (typeof value === 'string') {
@@ -124,9 +112,7 @@ function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
   const parent = options.parent === undefined ? getDeadline() : (options.parent ?? undefined);
 
-  // The wall clock on both sides of the monotonic read keeps a pause between the reads on the safe
-  // side: the sender's cutoff is measured with the later read (never later than the sender's), a
-  // capped budget's cutoff for the wire with the earlier one (never later than the one enforced here).
+  // Wall clock read on both sides of the monotonic read, so a pause between reads errs on the safe side.
   const epochBefore = Date.now();
   const nowMono = monotonicNow();
   const nowEpoch = Date.now();
@@ -168,10 +154,8 @@ function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
 }
 
 /**
- * The worker's side: the job's deadline, with the sender's cutoff, `source:
- * 'remote'` and `queueDwellMs` (the queue's time and any clock skew). Throws
- * the refusal instead when the job expired in the queue or too little is left.
- * Dispose the deadline when the job settles.
+ * The worker's side: the job's deadline (`source: 'remote'`, with `queueDwellMs`), or the refusal
+ * thrown when the job expired in the queue or too little is left. Dispose it when the job settles.
  */
 export function admitEnvelope(envelope: unknown, options: AdmitEnvelopeOptions = {}): ManagedDeadline {
   const { deadline, refusal } = build(envelope, options);
@@ -183,10 +167,8 @@ export function admitEnvelope(envelope: unknown, options: AdmitEnvelopeOptions =
 }
 
 /**
- * `admitEnvelope` plus a CONSUMER span named after the operation, child of the
- * active span (a messaging instrumentation's) or else of the envelope's
- * `traceparent`; `fn` runs with the job's deadline active. A refused job still
- * gets its span, with outcome `not_started`, and `fn` is never called.
+ * `admitEnvelope` plus a CONSUMER span (child of the active span, else of the envelope's
+ * `traceparent`); `fn` runs under the job's deadline. A refused job gets a `not_started` span.
  */
 export async function withEnvelope<T>(
   envelope: unknown,

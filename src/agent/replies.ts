@@ -2,11 +2,9 @@
 import { HEADER_DEADLINE_EXPIRED } from '../attributes';
 
 /**
- * Reads, without throwing, why a call failed: a deadline code on the error or a
- * cause (fetch may wrap the abort reason), an HTTP status, and the
- * `x-deadline-expired` header of a refusal. Shapes: a fetch `Response` (thrown,
- * or as `err.response`), undici's `ResponseStatusCodeError`, a node:http
- * `IncomingMessage` (`err.response` / `err.res`), any error with a string `code`.
+ * Reads, without throwing, why a call failed: a deadline code (on the error or a
+ * cause), an HTTP status, the `x-deadline-expired` header. Shapes: fetch
+ * `Response`, undici errors, node:http `IncomingMessage`, any error with a `code`.
  */
 
 const MAX_DEPTH = 5;
@@ -48,11 +46,7 @@ function statusOf(candidate: Record<string, unknown>): unknown {
   }
 }
 
-/**
- * True when the error or a reply it carries has `x-deadline-expired` (any
- * value but empty or `0`) on a reply that is not a success: a 2xx did run,
- * whatever its headers say.
- */
+/** True when a non-2xx reply on the error carries `x-deadline-expired` (any value but empty or `0`). */
 export function carriesDeadlineExpired(err: unknown): boolean {
   for (const candidate of related(err)) {
     // `metadata`: the trailers of a grpc-js error, which carry the marker as gRPC metadata.

@@ -61,10 +61,7 @@ export interface RetryOptions {
   reserveMs?: number;
   /** A cap on each attempt, clamped under the shared deadline; hitting it (alone) is a retryable failure. Default: none. */
   attemptTimeoutMs?: number;
-  /**
-   * Whether a failed attempt is worth repeating. Never asked about deadline errors (on the error or
-   * a cause) or a reply carrying `x-deadline-expired`: those always stop. Default: `defaultRetryable`.
-   */
+  /** Whether a failed attempt is worth repeating; deadline errors and `x-deadline-expired` always stop. Default: `defaultRetryable`. */
   retryable?: (err: unknown) => boolean;
   /** Default: a random UUID per call. */
   idempotencyKey?: string;
@@ -74,10 +71,7 @@ export interface RetryOptions {
   deadline?: Deadline | null;
 }
 
-/**
- * The default `retryable`: every error but a 4xx other than 408, 425 and 429
- * (repeating a request the server judged invalid cannot help).
- */
+/** The default `retryable`: every error but a 4xx other than 408, 425 and 429. */
 export function defaultRetryable(err: unknown): boolean {
   const status = httpStatusOf(err);
   if (status === undefined || status < 400 || status >= 500) return true;
@@ -138,15 +132,10 @@ function safeRetryable(retryable: (err: unknown) => boolean, err: unknown): bool
 }
 
 /**
- * Calls `fn` until it succeeds, with every attempt inside the caller's one
- * deadline. Before each wait and attempt it checks that the remaining time
- * covers the wait, `minAttemptMs` and `reserveMs`; if not, it throws
- * InsufficientBudgetError (cause: the last attempt's error) without sleeping
- * or calling. Without a deadline (none active and none given) it is bounded
- * only by `attempts` and `signal`.
- *
- * The call runs in a span named `operation`; each attempt adds a
- * `deadline.retry.attempt` event saying why the loop went on or stopped.
+ * Calls `fn` until it succeeds, every attempt inside the caller's one deadline. Before each wait and
+ * attempt, if the time left cannot cover the wait, `minAttemptMs` and `reserveMs`, it throws
+ * InsufficientBudgetError (cause: the last error). Runs in a span named `operation`, with a
+ * `deadline.retry.attempt` event per attempt saying why the loop went on or stopped.
  */
 export async function retryWithinDeadline<T>(
   fn: (attempt: RetryAttempt) => Promise<T> | T,
@@ -194,9 +183,7 @@ export async function retryWithinDeadline<T>(
     throw first;
   }
 
-  // One scope for the whole call, ending `reserveMs` before the caller's cutoff (taken off inside
-  // the opening, on its own clock read) and carrying the caller's signal: every attempt and every
-  // call it makes stops in time to leave the reserve.
+  // One scope for the whole call, ending `reserveMs` before the caller's cutoff.
   const scope: ManagedDeadline | undefined =
     parent === undefined
       ? undefined
@@ -213,8 +200,7 @@ export async function retryWithinDeadline<T>(
       }
       if (backoffMs > 0) {
         await sleep(backoffMs, undefined, { signal }).catch(() => stop(attempt, backoffMs, stopForAbort(plan.operation, signal.reason, lastError)));
-        // The check above counted on the timer firing on time; a late one (a busy event loop) may
-        // have eaten into minAttemptMs, and the attempt must not start then either.
+        // A late timer (a busy event loop) may have eaten into minAttemptMs.
         const late = refusal(0);
         if (late !== undefined) stop(attempt, backoffMs, late);
       }

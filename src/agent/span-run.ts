@@ -5,11 +5,7 @@ export function errorType(err: unknown): string {
   return err instanceof Error ? err.name : typeof err;
 }
 
-/**
- * Runs `fn` with `span` active on top of `ctx`, marks the span on failure,
- * then ends it and calls `settle` (typically a deadline's dispose), in that
- * order, whatever happened.
- */
+/** Runs `fn` with `span` active on `ctx`, marks a failure, then ends the span and calls `settle`, whatever happened. */
 export async function runInSpan<T>(span: Span, ctx: Context, fn: () => Promise<T> | T, settle: () => void): Promise<T> {
   try {
     return await context.with(trace.setSpan(ctx, span), fn);

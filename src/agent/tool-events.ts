@@ -53,12 +53,7 @@ function checkToolCallId(value: unknown): string | undefined {
   return value;
 }
 
-/**
- * Adds one tool lifecycle event to a span, with ids and timings only: the
- * tool's name, the model's call id, the attempt, the cutoff and the ms left, a
- * parent call id, and for `tool.aborted` the abort code and a telemetry-safe
- * reason. No parameter could carry arguments, bodies, prompts or credentials.
- */
+/** Adds one tool lifecycle event to a span, with ids and timings only: no parameter can carry arguments or bodies. */
 export function recordToolEvent(name: ToolEventName, details: ToolEventDetails): void {
   if (!TOOL_EVENTS.includes(name)) throw new TypeError(`unknown tool event ${String(name)}`);
   const toolCallId = checkToolCallId(details.toolCallId);
@@ -115,12 +110,9 @@ export interface ToolCall {
 }
 
 /**
- * Runs one tool call in a span named `operation` with the GenAI attributes
- * (`gen_ai.operation.name=execute_tool`, `gen_ai.tool.name`, and
- * `gen_ai.tool.call.id` when given), recording `tool.queued`, `tool.started`,
- * then `tool.completed` or `tool.aborted`. With `timeoutMs` the tool gets its
- * own child deadline; with `minUsefulMs` it is refused before it starts when
- * the budget cannot cover it.
+ * Runs one tool call in a span named `operation` with the GenAI tool attributes,
+ * recording `tool.queued`, `tool.started`, then `tool.completed` or `tool.aborted`.
+ * `timeoutMs` gives it its own child deadline; `minUsefulMs` refuses it up front.
  */
 export async function runTool<T>(operation: string, fn: (call: ToolCall) => Promise<T> | T, options: ToolOptions = {}): Promise<T> {
   if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');

@@ -2,11 +2,7 @@ import { cutoffOffsetMs, isLate, lateReasons, summarize, type LineageNode, type 
 import { renderText, spanLabel } from './text';
 import { isRefused } from './model';
 
-/**
- * A self-contained timeline page: inline CSS and SVG, no script, nothing
- * fetched. One bar per span on a time axis shared by the whole trace, each
- * span's own cutoff as a marker, late spans in red.
- */
+/** A self-contained timeline page (inline CSS and SVG, no script): a bar per span, cutoffs marked, late spans red. */
 
 const LABEL_W = 380;
 const CHART_W = 780;

@@ -1,9 +1,6 @@
 import type { LineageSpan, TagValue } from './model';
 
-/**
- * Reads the answer of Jaeger's query API: `{"data":[{"traceID","spans":[...],"processes":{...}}]}`.
- * Tags are typed (`string`, `bool`, `int64`, `float64`, `binary`); int64 beyond 2^53 arrives as a string.
- */
+/** Reads Jaeger's query API answer, `{"data":[{"traceID","spans","processes"}]}`; big int64 tags arrive as strings. */
 
 export interface JaegerTag {
   key: string;

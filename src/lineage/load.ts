@@ -18,10 +18,7 @@ export function isUrl(source: string): boolean {
   return /^https?:\/\//i.test(source);
 }
 
-/**
- * Reads traces from a file (Jaeger API answer, OTLP/JSON request, or OTLP JSON
- * lines as the collector file exporter writes them) or from a Jaeger query URL.
- */
+/** Reads traces from a file (Jaeger API answer, OTLP/JSON, or its JSON lines) or from a Jaeger query URL. */
 export async function loadTraces(source: string, options: LoadOptions = {}): Promise<LineageTrace[]> {
   const traces = isUrl(source) ? await fetchJaeger(source, options) : await readTraceFile(source);
   return pickTrace(traces, options.traceId, source);

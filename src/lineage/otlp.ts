@@ -1,10 +1,6 @@
 import type { LineageSpan, TagValue } from './model';
 
-/**
- * Reads OTLP/JSON trace data (one ExportTraceServiceRequest) in the OTLP JSON
- * encoding (hex ids, int64 as string) and the looser forms SDKs emit (ints as
- * numbers, kind as an enum name).
- */
+/** Reads OTLP/JSON trace data, strict encoding or the looser forms SDKs emit (ints as numbers, kind by name). */
 
 interface OtlpAnyValue {
   stringValue?: string;
@@ -80,22 +76,14 @@ export function attributesOf(list: OtlpKeyValue[] | undefined): Record<string, T
   return out;
 }
 
-/**
- * Nanoseconds since the epoch, exact for strings (OTLP/JSON's usual form);
- * undefined if not a count. A fixed64 has at most 20 digits: a longer string
- * is not parsed (BigInt would take a megabyte of digits for ~0.2 s per field).
- */
+/** Nanoseconds since the epoch, exact for strings; undefined if not a count (over 20 digits is not parsed). */
 function nanosOf(value: string | number | undefined): bigint | undefined {
   if (typeof value === 'string' && /^\d{1,20}$/.test(value)) return BigInt(value);
   if (typeof value === 'number' && Number.isFinite(value) && value >= 0) return BigInt(Math.trunc(value));
   return undefined;
 }
 
-/**
- * A span's start and end in whole microseconds, by Jaeger's rule (the start
- * truncated, the end the start plus the truncated duration), so the same trace
- * reads the same from an OTLP file and from Jaeger, to the millisecond.
- */
+/** Start and end in whole microseconds by Jaeger's rule, so both sources read the same. */
 function spanTimesUs(startNanos: string | number | undefined, endNanos: string | number | undefined): { startUs: number; endUs: number } {
   const start = nanosOf(startNanos) ?? 0n;
   const end = nanosOf(endNanos) ?? start;

@@ -4,12 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { isOtlpRequest, spansFromOtlp, type OtlpRequest } from './otlp';
 import type { LineageSpan } from './model';
 
-/**
- * A minimal OTLP/HTTP trace receiver for local runs and tests, on loopback by
- * default: keeps each JSON request to POST /v1/traces, optionally appended as
- * one line to a file (the collector file exporter's format, which
- * `deadline-lineage` reads).
- */
+/** A minimal OTLP/HTTP JSON trace receiver on loopback, optionally appending each request as a JSON line to a file. */
 
 export interface OtlpReceiverOptions {
   host?: string;

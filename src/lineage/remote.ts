@@ -1,17 +1,10 @@
 import type { LineageNode } from './tree';
 
 /**
- * Lateness no single process can see (each knows only its own clock and
- * spans), found by comparing the two sides of a process boundary in one trace
- * (CLIENT and SERVER, or PRODUCER and CONSUMER):
- *
- * - `remote_ended_after_caller`: the server span went on after its client span
- *   ended, by more than the allowance: the callee kept working after the caller
- *   gave up. As in the span processor, the callee may go on until its own last
- *   child ended (that child is judged on its own: a server waiting for its
- *   database's cancel round trip is not blamed for it).
- * - `remote_started_after_cutoff`: the remote child started after its caller's
- *   cutoff: the request or message waited on the way past it.
+ * Lateness no single process can see, from both sides of a process boundary:
+ * - `remote_ended_after_caller`: the server span went on past its client span's end (plus the
+ *   allowance, and its own last child's end, which is judged on its own).
+ * - `remote_started_after_cutoff`: the remote child started after its caller's cutoff.
  */
 export type RemoteViolation = 'remote_ended_after_caller' | 'remote_started_after_cutoff';
 
@@ -21,11 +14,7 @@ export interface RemoteLateness {
   byMs: number;
 }
 
-/**
- * Clock skew (NTP: a few ms) and an abort unwinding through a loaded host (100
- * ms or more) separate the sides of a hop that behaved; 250 ms stays clear of
- * both, while a callee that ignores its caller's deadline goes on far longer.
- */
+/** Clear of clock skew (a few ms) and a loaded host's abort unwinding (100 ms or more). */
 export const REMOTE_GRACE_MS = 250;
 
 const CALLERS = new Set(['client', 'producer']);

@@ -5,10 +5,8 @@ import { firstJaegerError, jaegerBase, jaegerGet } from './jaeger-http';
 import { groupTraces, type LineageTrace } from './model';
 
 /**
- * Search mode: Jaeger's tag search for spans *of one service* that may hold
- * lateness, each trace returned whole. `deadline.late=true`: the span
- * processor flagged the span itself; `deadline.outcome=expired`/`cancelled`:
- * the service gave up, so a callee may have gone on after it (remote.ts).
+ * Search mode: Jaeger tag searches, for one service, on `deadline.late=true` and on
+ * `deadline.outcome=expired`/`cancelled` (a callee may have gone on, remote.ts).
  */
 const SEARCH_TAGS: readonly (readonly [string, string])[] = [
   [ATTR_DEADLINE_LATE, 'true'],

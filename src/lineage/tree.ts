@@ -43,11 +43,7 @@ export interface LineageSummary {
   refused: number;
 }
 
-/**
- * Links spans to their parents. A span whose parent is not in the trace (its
- * caller was not exported, or a remote parent) becomes a root of its own.
- * Duplicate span ids are kept as separate lines; children attach to the first.
- */
+/** Links spans to their parents; one whose parent is missing becomes a root. Children of a duplicate id attach to the first. */
 export function buildTree(trace: LineageTrace): LineageTree {
   return buildTreeWith(trace, {});
 }

@@ -35,28 +35,13 @@ import { judgeStop } from './stop-rule';
 export interface DeadlineSpanProcessorConfig {
   /** Where the metrics go. Default: the global MeterProvider at first use (a no-op if none). */
   meterProvider?: MeterProvider;
-  /**
-   * The stop allowance: how long a span may go on after the point it should
-   * have stopped before it is flagged `ended_after_deadline` or
-   * `ended_after_parent`. That point is the later of its cutoff (or its
-   * parent's end), the moment the deadline's abort reached it, and the end of
-   * its last child; spans the package cut itself are judged by their stop
-   * path instead (see stop-rule.ts and docs/lineage.md). The register entry
-   * reads it from OTEL_DEADLINE_LATE_GRACE_MS. Default 250.
-   */
+  /** How long a span may go on after it should have stopped before it is flagged late. Default 250 (register entry: OTEL_DEADLINE_LATE_GRACE_MS). */
   lateGraceMs?: number;
-  /**
-   * Adds the span's name as a `span.name` label to the `deadline.stop_lag`
-   * histogram. Off by default: span names can be many (a route, a statement).
-   */
+  /** Adds a `span.name` label to the `deadline.stop_lag` histogram. Off by default: names can be many. */
   stopLagBySpanName?: boolean;
 }
 
-/**
- * The default stop allowance in ms: a reply written and promises unwound after the last stop, on
- * a loaded host where a process can stall 100 ms or more. The same as deadline-lineage's
- * allowance across processes, so one number reads both.
- */
+/** The default stop allowance in ms; the same as deadline-lineage's, so one number reads both. */
 export const DEFAULT_LATE_GRACE_MS = 250;
 
 /** Where a span's deadline ends, which is all its children compare against. */
@@ -67,42 +52,27 @@ interface Cutoff {
 }
 
 interface SpanState extends Cutoff {
-  /** The cutoff on the monotonic clock for any deadline (approximate for a foreign one), and the span's start. */
+  /** The cutoff for any deadline (approximate for a foreign one). */
   stopCutoffMono: number;
   startMono: number;
-  /** Set when the span ends, for its children's ended_after_parent. */
   endedAtMono: number | undefined;
-  /** The event-loop turn it ended in (event-loop-turn.ts). */
   endedInTurn: number;
-  /** The end of its last child that has ended: a parent waiting on a child's stop is not late for it. */
+  /** A parent waiting on a child's stop is not late for it. */
   lastChildEndMono: number | undefined;
-  /**
-   * Until the span ends. Dropped then: an ended span can wait seconds in an
-   * exporter's queue, and would keep its deadline node (and what that holds)
-   * alive all that time; its children only need the cutoff.
-   */
+  /** Dropped at the end: an ended span can wait seconds in an exporter's queue, holding the node. */
   deadline: Deadline | undefined;
   /** The in-process parent's state (a consumer's producer excluded), until this span ends. */
   parentState: SpanState | undefined;
   startViolations: readonly DeadlineViolation[];
-  /** Set once the end has been recorded. */
   finished: boolean;
-  /** Budget left when the span started. */
   startRemainingMs: number;
-  /** The start attributes are on the span already (see onStart); otherwise they are written with the end ones. */
+  /** Otherwise written with the end attributes (see onEnding). */
   startWritten: boolean;
-  /** Set by a database command guard whose command this span covers (see statement-in-flight.ts). */
+  /** Set by a database command guard (statement-in-flight.ts). */
   statementInFlight: boolean;
 }
 
-/**
- * Histogram attributes of the span kinds whose start is recorded. Only hop
- * entries: a server span (a request arrived) and a consumer span (a job or
- * message was picked up). That is where a budget arrives from upstream, which
- * is what the histogram is for (the alerts in deploy/prometheus read it
- * there); the budget at a client or internal span start is on the span
- * itself, as `deadline.remaining_ms`.
- */
+/** The histogram records the budget at hop entries only (server, consumer): where it arrives from upstream. */
 const HOP_ENTRY_ATTRIBUTES: Partial<Record<SpanKind, Attributes>> = {
   [SpanKind.SERVER]: { [ATTR_SPAN_KIND]: 'server' },
   [SpanKind.CONSUMER]: { [ATTR_SPAN_KIND]: 'consumer' },
@@ -127,19 +97,7 @@ function isLaterThan(deadline: Deadline, parent: Cutoff): boolean {
   return deadline.expiresAtMs > parent.expiresAtMs;
 }
 
-/*
- * One look at the deadline per span start and per span end: for our own
- * deadlines one clock read, the abort state then found from that read
- * (DeadlineNode#peekAbortReasonAt), so the outcome, the abort code and the
- * time left agree. The look never aborts anything: recording an expiry whose
- * timer has not run yet would call its listeners from inside the SDK's
- * span.start() or span.end(), and a listener that ends the same span
- * (instrumentation-ioredis does, through our command guard) would end and
- * export it twice. Other Deadline implementations are asked through the
- * public interface.
- */
-
-/** The abort reason at the look that found `left` ms to the cutoff; undefined if none. */
+/** The abort reason with `left` ms to the cutoff, without aborting (a listener could end the span twice). */
 function abortReasonAt(deadline: Deadline, left: number): unknown {
   if (deadline instanceof DeadlineNode) return deadline.peekAbortReasonAt(left);
   return deadline.aborted ? deadline.abortReason : undefined;
@@ -159,22 +117,12 @@ function outcomeAt(deadline: Deadline, abortReason: unknown, left: number): Dead
 
 /**
  * Records, on every span started under a deadline, how much budget reached it
- * and how it ended, and flags lateness so it can be found in a trace backend
- * with `deadline.late=true`. Ids and timings only: never bodies or arguments.
- *
- * The end attributes are set in `onEnding` (sdk-trace-base 2.x and later),
- * while the span can still take them, and so are the start attributes, with
- * the values taken at start but the operation read then (see startAttributes).
- * Until an SDK has called `onEnding` once, and on an SDK without it, the start
- * attributes are set at start and are all that reaches the span; the metrics
- * are still recorded from `onEnd`.
+ * and how it ended, and flags lateness (`deadline.late=true`). Ids and timings
+ * only. Attributes are set in `onEnding` (sdk-trace-base 2.x); on an SDK without
+ * it only the start attributes reach the span, and metrics come from `onEnd`.
  */
 export class DeadlineSpanProcessor implements SdkSpanProcessor {
-  /**
-   * The state of each span started under a deadline, for as long as the span
-   * lives: a child that starts after its parent ended can still compare with
-   * its deadline.
-   */
+  /** For as long as the span lives: a child that starts after its parent ended still compares with it. */
   private readonly states = new WeakMap<object, SpanState>();
   private readonly instruments: () => DeadlineInstruments;
   private readonly lateGraceMs: number;
@@ -362,13 +310,7 @@ function cutByPackage(span: ProcessedSpan): boolean {
   return attributes[ATTR_DEADLINE_ABORT_CODE] !== undefined && CUT_OUTCOMES.has(attributes[ATTR_DEADLINE_OUTCOME]);
 }
 
-/**
- * The start attributes, for `remaining` ms left at start. The operation is
- * read when the attributes are written, not when the span started: a server
- * takes over the node the global propagator built from the request
- * ('remote') under its own name after its span started, and the span must
- * name the deadline as the spans under it do.
- */
+/** The start attributes; the operation is read now, since a server renames the adopted node after its span started. */
 function startAttributes(deadline: Deadline, remaining: number): Attributes {
   const attributes: Attributes = {
     [ATTR_DEADLINE_AT_MS]: Math.floor(deadline.expiresAtMs),

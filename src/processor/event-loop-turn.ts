@@ -1,9 +1,6 @@
 /**
- * A number that changes once per turn of the event loop. Two spans that end
- * under the same number ended on one event: the server span on a response's
- * `finish` and express's middleware span on its `close`, emitted from there
- * on the next tick. Only the first read in a turn schedules the change, and
- * the immediate is unref'd: it never keeps the process alive.
+ * A number that changes once per event-loop turn: spans ending under one number ended on one
+ * event (a response's `finish` and express's `close` on the next tick). The immediate is unref'd.
  */
 let turn = 0;
 let advancing = false;

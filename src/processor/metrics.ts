@@ -13,11 +13,7 @@ const REMAINING_BUCKETS_MS = [0, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000,
 /** Stop-lag buckets in ms: a socket close takes a few, a cancel round trip tens, work that ignores the abort far more. */
 const STOP_LAG_BUCKETS_MS = [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
 
-/**
- * Instruments are created on first use, from the configured provider or the
- * global one at that moment, so a MeterProvider registered after the span
- * processor still receives the data. Without one, the API's no-op is used.
- */
+/** Instruments made on first use, so a MeterProvider registered after the processor still gets the data. */
 export function lazyInstruments(meterProvider: MeterProvider | undefined): () => DeadlineInstruments {
   let instruments: DeadlineInstruments | undefined;
   return () => {

@@ -1,11 +1,6 @@
 import type { Attributes, AttributeValue, Context, SpanKind } from '@opentelemetry/api';
 
-/**
- * The slice of an SDK span this processor uses. Declared structurally rather
- * than imported from @opentelemetry/sdk-trace-base, so the published types do
- * not tie users to one SDK package: the 2.x line calls it sdk-trace-base, the
- * 3.x line sdk-trace, and both spans satisfy this.
- */
+/** The slice of an SDK span this processor uses, structural so the types fit both SDK lines (2.x and 3.x). */
 export interface ProcessedSpan {
   readonly kind: SpanKind;
   readonly attributes: Attributes;

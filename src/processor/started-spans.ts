@@ -2,13 +2,7 @@ import type { Span } from '@opentelemetry/api';
 
 type Listener = (span: Span) => void;
 
-/**
- * Spans that DeadlineSpanProcessor sees start under a deadline, shown to
- * whoever asked for the spans of one instrumentation scope. It is how
- * DeadlineInstrumentation finds the span of a driver instrumentation that
- * offers no `requestHook` (instrumentation-mysql2) and records a statement's
- * outcome on it.
- */
+/** Spans started under a deadline, by scope: how DeadlineInstrumentation finds a span with no `requestHook` (mysql2). */
 const listeners = new Map<string, Listener>();
 
 /** Calls `listener` with each span of `scope` started under a deadline, until the returned function is called. */

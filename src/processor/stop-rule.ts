@@ -1,16 +1,8 @@
 /**
- * When a span is late: the rule the span processor applies at a span's end,
- * pure arithmetic on the monotonic clock (docs/lineage.md, "What late means",
- * states it for readers of a trace). A span should stop at the later of its
- * cutoff and the moment its deadline's abort reached it; the end of its last
- * child moves that point, so a parent is not blamed for a child's stop. A span
- * the package cut itself is measured by its stop lag, never flagged; any other
- * gets `lateGraceMs` after its stop point. `ended_after_parent` is the same
- * rule with the parent's end as the stop point when the deadline had aborted
- * by then; otherwise a child still running after its parent ended is
- * undeclared fire-and-forget work, flagged however soon it ended after,
- * unless it ended in the event-loop turn its parent ended in: then both
- * ended on one event (event-loop-turn.ts).
+ * When a span is late (docs/lineage.md, "What late means"): `lateGraceMs` after the later of its
+ * cutoff, the abort reaching it and its last child's end, unless the package cut it itself. Against
+ * the parent's end likewise if the deadline had aborted by then; otherwise outliving the parent is
+ * fire-and-forget work, unless both ended in one event-loop turn (event-loop-turn.ts).
  */
 export interface StopTimes {
   /** The span's start and end, on the monotonic clock. */
