@@ -32,6 +32,7 @@ describe('the stop rule (stop-rule.ts)', () => {
     // ended_after_parent
     ['outlived a parent that ended normally: flagged however soon', { endMono: 41, parentEndMono: 40 }, { stopLagMs: undefined, endedAfterDeadline: false, endedAfterParent: true }],
     ['outlived a parent that ended normally, but in the event-loop turn the parent ended in: one event', { endMono: 41, parentEndMono: 40, endedInParentsTurn: true }, { stopLagMs: undefined, endedAfterDeadline: false, endedAfterParent: false }],
+    ['started after its parent ended, even in the same event-loop turn: flagged', { startMono: 40.5, endMono: 41, parentEndMono: 40, endedInParentsTurn: true }, { stopLagMs: undefined, endedAfterDeadline: false, endedAfterParent: true }],
     ['the parent ended by the abort that reached it too: allowance', { endMono: 80, abortMono: 30, parentEndMono: 31 }, { stopLagMs: undefined, endedAfterDeadline: false, endedAfterParent: false }],
     ['the parent ended by the abort, it went on beyond the allowance', { endMono: 90, abortMono: 30, parentEndMono: 31 }, { stopLagMs: undefined, endedAfterDeadline: false, endedAfterParent: true }],
     ['the parent ended after the cutoff, no abort recorded: allowance', { endMono: 160, parentEndMono: 120 }, { stopLagMs: 60, endedAfterDeadline: true, endedAfterParent: false }],

@@ -2,7 +2,8 @@
  * When a span is late (docs/lineage.md, "What late means"): `lateGraceMs` after the later of its
  * cutoff, the abort reaching it and its last child's end, unless the package cut it itself. Against
  * the parent's end likewise if the deadline had aborted by then; otherwise outliving the parent is
- * fire-and-forget work, unless both ended in one event-loop turn (event-loop-turn.ts).
+ * fire-and-forget work, unless it was running when the parent ended and ended in that same
+ * event-loop turn (event-loop-turn.ts).
  */
 export interface StopTimes {
   /** The span's start and end, on the monotonic clock. */
@@ -52,7 +53,8 @@ export function judgeStop(times: StopTimes, graceMs: number): StopJudgement {
     // When the span's deadline aborted: recorded, or else at its cutoff.
     const abortedAt = reached ?? cutoffMono;
     const stopping = abortedAt <= parentEndMono;
-    if (!stopping) endedAfterParent = times.endedInParentsTurn !== true;
+    // Running when its parent ended, and ended on that same event: not work left behind.
+    if (!stopping) endedAfterParent = !(times.endedInParentsTurn === true && times.startMono <= parentEndMono);
     else endedAfterParent = !cutByPackage && endMono - later(parentEndMono, lastChildEndMono) > graceMs;
   }
   return { stopLagMs, endedAfterDeadline, endedAfterParent };
