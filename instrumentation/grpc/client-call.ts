@@ -1,11 +1,11 @@
 import { SpanKind, type Context, type Span } from '@opentelemetry/api';
-import { onDeadlineAbort, type Deadline } from '../../src/deadline';
+import type { Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason } from '../../src/errors';
 import { endRefusedSpan } from '../../src/open';
-import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
+import { ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
+import { CallGuard } from '../call/guard';
 import { errorFromClaim } from '../call/reject-claim';
 import type { ResolvedConfig } from '../config';
-import { ATTR_DEADLINE_WOULD_ABORT } from '../names';
 import {
   GRPC_CANCELLED,
   GRPC_DEADLINE_EXCEEDED,
@@ -64,7 +64,7 @@ export interface GrpcCallInit {
  */
 export class GrpcCallGuard {
   private listener: CallListener | undefined;
-  private stopWatching: (() => void) | undefined;
+  private readonly guard: CallGuard;
   private ended = false;
   private reason: unknown = NONE;
   private sentAtAbort = false;
@@ -74,7 +74,10 @@ export class GrpcCallGuard {
     private readonly call: ChannelCall,
     private readonly init: GrpcCallInit,
     private readonly inject: (metadata: GrpcMetadata) => void,
-  ) {}
+  ) {
+    this.guard = new CallGuard(init.deadline, init.observe);
+    this.guard.addSpan(init.span);
+  }
 
   /** Takes the place of the call's own start, which is `start`. */
   start(metadata: GrpcMetadata, listener: CallListener, start: ChannelCall['start']): void {
@@ -89,8 +92,8 @@ export class GrpcCallGuard {
       onReceiveStatus: (status) => this.onReceiveStatus(status),
     });
     // After start: a cancel needs a started call. Runs at once if already aborted.
-    if (!this.ended) this.stopWatching = onDeadlineAbort(deadline, (reason) => this.onDeadlineAbort(reason));
-    if (this.ended) this.detach();
+    if (!this.ended) this.guard.arm((reason) => this.cancelFor(reason));
+    if (this.ended) this.guard.disarm();
   }
 
   /** True once the call may have reached the server: grpc-js reports a peer only once a stream exists. */
@@ -120,12 +123,9 @@ export class GrpcCallGuard {
     return abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(`grpc ${this.init.method}`, reason) : reason;
   }
 
-  private onDeadlineAbort(reason: unknown): void {
+  /** At the cutoff or an upstream cancel (enforce mode; the guard records it in observe mode). */
+  private cancelFor(reason: unknown): void {
     if (this.ended) return;
-    if (this.init.observe) {
-      this.init.span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
-      return this.detach();
-    }
     this.reason = this.reasonFor(reason);
     this.sentAtAbort = this.mayHaveSent();
     const code = abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
@@ -135,7 +135,7 @@ export class GrpcCallGuard {
   private onReceiveStatus(status: GrpcStatus): void {
     if (!this.ended) {
       this.ended = true;
-      this.detach();
+      this.guard.disarm();
       this.record(status);
     }
     this.listener?.onReceiveStatus(status);
@@ -151,7 +151,7 @@ export class GrpcCallGuard {
     if (believed) {
       // The server refused before running anything: the call never started there.
       markStatusWith(status, errorFromClaim(`grpc ${method}`, deadline, claim));
-      span.setAttributes({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: claim.code });
+      this.guard.recordNotStarted(claim.code);
     } else if (reason === NONE && !observe && this.init.clampedByUs && status.code === GRPC_DEADLINE_EXCEEDED && deadline.remainingMs() <= OWN_TIMER_SLACK_MS) {
       const abortReason = deadline.aborted ? deadline.abortReason : undefined;
       reason = abortCodeOf(abortReason) === 'DEADLINE_EXCEEDED' ? abortReason : new DeadlineExceededError(`grpc ${method}`, deadline.expiresAtMs);
@@ -159,25 +159,19 @@ export class GrpcCallGuard {
     }
     if (reason !== NONE && (status.code === GRPC_DEADLINE_EXCEEDED || status.code === GRPC_CANCELLED)) {
       markStatusWith(status, reason);
-      const code = abortCodeOf(reason);
       // As for an HTTP POST: once the request may have reached the server, its effect is unknown.
-      const outcome = this.refused ? 'not_started' : sent ? 'unknown' : code === 'CANCELLED' ? 'cancelled' : 'expired';
-      span.setAttributes({ [ATTR_DEADLINE_OUTCOME]: outcome, [ATTR_DEADLINE_ABORT_CODE]: code, [ATTR_DEADLINE_ABORT_REASON]: describeAbortReason(reason) });
-    } else if (observe && deadline.remainingMs() <= 0) {
-      span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
+      this.guard.recordAbort(reason, sent);
+      if (this.refused) this.guard.recordNotStarted();
+    } else if (observe) {
+      this.guard.end();
     } else if (!believed && !observe && status.code === GRPC_DEADLINE_EXCEEDED && this.mayHaveSent()) {
       // A deadline ran out past this hop (the server's own, or a callee's passed on by its handler,
       // whose marker the server restates): the server may have done work, so nothing is known.
-      span.setAttribute(ATTR_DEADLINE_OUTCOME, 'unknown');
+      this.guard.record({ [ATTR_DEADLINE_OUTCOME]: 'unknown' });
     }
     if (!this.init.ownSpan) return;
     if (!this.refused) return endRpcSpan(span, status.code, SpanKind.CLIENT);
     span.setAttribute(ATTR_RPC_GRPC_STATUS_CODE, status.code);
     endRefusedSpan(span, reason);
-  }
-
-  private detach(): void {
-    this.stopWatching?.();
-    this.stopWatching = undefined;
   }
 }
