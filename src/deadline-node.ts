@@ -6,17 +6,8 @@ import { openDeadlineUnder } from './open';
 import { checkDuration, monotonicNow, remainingUntil, safeTimerDelay } from './time';
 
 /** How a node is created: opened here, from the wire, from a queue envelope, or by server admission. */
-export interface NodeInit {
-  operation: string;
-  cutoffMono: number;
-  expiresAtMs: number;
-  source: DeadlineSource;
-  budgetMs: number;
-  parent?: Deadline;
-  signal?: AbortSignal;
-  wireSkewMs?: number;
-  queueDwellMs?: number;
-}
+export type NodeInit = Pick<Deadline, 'operation' | 'expiresAtMs' | 'source' | 'budgetMs'> &
+  Partial<Pick<Deadline, 'parent' | 'signal' | 'wireSkewMs' | 'queueDwellMs'>> & { cutoffMono: number };
 
 const NOT_ABORTED: unique symbol = Symbol('not aborted');
 
@@ -270,13 +261,7 @@ export class DeadlineNode implements ManagedDeadline {
 
   /** Derives the abort state (topmost cancellation first, then the clock) and makes it sticky. */
   private currentReason(): unknown {
-    if (this.reason !== NOT_ABORTED) return this.reason;
-    const cancelled = this.cancellationAbove();
-    if (cancelled !== NOT_ABORTED) this.abort(cancelled);
-    else {
-      const now = monotonicNow();
-      if (now >= this.cutoffMono) this.abort(this.cutoffOwner.expiryReason(now), now);
-    }
+    this.leftBeforeAbort();
     return this.reason;
   }
 
@@ -352,18 +337,11 @@ export class DeadlineNode implements ManagedDeadline {
 
   private listenToSources(): void {
     const cleanups: (() => void)[] = [];
-    const foreign = this.foreignParent;
-    if (foreign !== undefined) {
-      const signal = foreign.signal;
-      const onForeignAbort = () => this.abort(signal.reason);
-      signal.addEventListener('abort', onForeignAbort, { once: true });
-      cleanups.push(() => signal.removeEventListener('abort', onForeignAbort));
-    }
-    const extra = this.extraSignal;
-    if (extra !== undefined) {
-      const onExtraAbort = () => this.abort(extra.reason);
-      extra.addEventListener('abort', onExtraAbort, { once: true });
-      cleanups.push(() => extra.removeEventListener('abort', onExtraAbort));
+    for (const signal of [this.foreignParent?.signal, this.extraSignal]) {
+      if (signal === undefined) continue;
+      const onAbort = () => this.abort(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      cleanups.push(() => signal.removeEventListener('abort', onAbort));
     }
     if (cleanups.length === 1) this.detachListeners = cleanups[0];
     else if (cleanups.length > 1) this.detachListeners = () => cleanups.forEach((cleanup) => cleanup());
