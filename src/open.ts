@@ -1,4 +1,4 @@
-import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { context, SpanStatusCode, trace, type Context, type Span } from '@opentelemetry/api';
 import type { Deadline, DeadlineOptions, ManagedDeadline } from './deadline';
 import { cutoffOf, DeadlineNode } from './deadline-node';
 import { getDeadline, setDeadline } from './context';
@@ -36,7 +36,8 @@ function checkSignal(signal: unknown): AbortSignal | undefined {
   return signal;
 }
 
-function refusalFromParent(operation: string, expiresAtMs: number, reason: unknown): Error {
+/** @internal The refusal for work opened under a parent that already aborted: its expiry, or a cancellation. */
+export function refusalFromParent(operation: string, expiresAtMs: number, reason: unknown): Error {
   return reason instanceof DeadlineExceededError
     ? new DeadlineExceededError(operation, expiresAtMs, { cause: reason })
     : new DeadlineCancelledError(operation, reason);
@@ -131,21 +132,35 @@ export function endRefusedSpan(span: Span, err: unknown): void {
   span.end();
 }
 
+/** A telemetry-safe name for a failure: the error's type, never its message (which may carry user data). */
+export function errorType(err: unknown): string {
+  return err instanceof Error ? err.name : typeof err;
+}
+
+/** Runs `fn` with `span` active on `ctx`, marks a failure, then ends the span and calls `settle`, whatever happened. */
+export async function runInSpan<T>(span: Span, ctx: Context, fn: () => Promise<T> | T, settle: () => void): Promise<T> {
+  try {
+    return await context.with(trace.setSpan(ctx, span), fn);
+  } catch (err) {
+    span.setStatus({ code: SpanStatusCode.ERROR, message: errorType(err) });
+    throw err;
+  } finally {
+    span.end();
+    settle();
+  }
+}
+
 /**
  * Runs `fn` under a new deadline, active in OTel context, inside a span named `operation`; when `fn`
  * settles the span ends and the deadline is disposed. A refusal still ends a `not_started` span, then throws.
  */
 export async function withDeadline<T>(options: DeadlineOptions, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
   if (typeof fn !== 'function') throw new TypeError('fn must be a function');
-  return runUnder(options, fn, 0);
+  return withDeadlineKeeping(options, 0, fn);
 }
 
 /** @internal withDeadline ending `keepBeforeParentMs` before the active deadline (withAdmission). */
-export function withDeadlineKeeping<T>(options: DeadlineOptions, keepBeforeParentMs: number, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
-  return runUnder(options, fn, keepBeforeParentMs);
-}
-
-async function runUnder<T>(options: DeadlineOptions, fn: (deadline: Deadline) => Promise<T> | T, keepBeforeParentMs: number): Promise<T> {
+export async function withDeadlineKeeping<T>(options: DeadlineOptions, keepBeforeParentMs: number, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
   checkContextManager();
   const tracer = trace.getTracer(TRACER_NAME);
   const outer = context.active();
@@ -157,16 +172,5 @@ async function runUnder<T>(options: DeadlineOptions, fn: (deadline: Deadline) =>
     throw err;
   }
   const inner = setDeadline(outer, deadline);
-  return tracer.startActiveSpan(options.operation, {}, inner, async (span) => {
-    try {
-      return await fn(deadline);
-    } catch (err) {
-      // Status only: an error message may carry user data, and telemetry must not.
-      span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.name : typeof err });
-      throw err;
-    } finally {
-      span.end();
-      deadline.dispose();
-    }
-  });
+  return runInSpan(tracer.startSpan(options.operation, {}, inner), inner, () => fn(deadline), () => deadline.dispose());
 }

@@ -1,9 +1,8 @@
 import { context, trace, type Link } from '@opentelemetry/api';
 import { setDeadline } from '../context';
 import type { Deadline } from '../deadline';
-import { openDeadlineUnder, TRACER_NAME } from '../open';
+import { openDeadlineUnder, runInSpan, TRACER_NAME } from '../open';
 import { ATTR_DETACHED_FROM_TRACE_ID } from './attributes';
-import { runInSpan } from './span-run';
 
 export interface DetachOptions {
   /** Name of the durable job: its root span and its deadline's operation. */

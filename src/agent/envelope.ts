@@ -1,11 +1,10 @@
 import { context, isSpanContextValid, SpanKind, trace, TraceFlags, type Context } from '@opentelemetry/api';
 import { getDeadline, setDeadline } from '../context';
 import type { Deadline, ManagedDeadline } from '../deadline';
-import { DeadlineNode } from '../deadline-node';
+import { cutoffOf, DeadlineNode } from '../deadline-node';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../errors';
-import { endRefusedSpan, TRACER_NAME } from '../open';
+import { endRefusedSpan, refusalFromParent, runInSpan, TRACER_NAME } from '../open';
 import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
-import { runInSpan } from './span-run';
 
 /** What a producer puts in a queued message so the worker can rebuild the deadline; time in the queue counts. */
 export interface DeadlineEnvelope {
@@ -124,7 +123,7 @@ function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
   }
   let cutoffMono = nowMono + remaining;
   if (parent !== undefined) {
-    const parentCutoff = parent instanceof DeadlineNode ? parent.cutoffMono : nowMono + parent.remainingMs();
+    const parentCutoff = cutoffOf(parent, nowMono);
     cutoffMono = minCutoff(cutoffMono, parentCutoff);
     if (cutoffMono === parentCutoff) expiresAtMs = parent.expiresAtMs;
   }
@@ -141,13 +140,8 @@ function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
   });
 
   let refusal: Error | undefined;
-  if (parent?.aborted) {
-    const reason = parent.abortReason;
-    refusal =
-      reason instanceof DeadlineExceededError
-        ? new DeadlineExceededError(operation, expiresAtMs, { cause: reason })
-        : new DeadlineCancelledError(operation, reason);
-  } else if (options.signal?.aborted) refusal = new DeadlineCancelledError(operation, options.signal.reason);
+  if (parent?.aborted) refusal = refusalFromParent(operation, expiresAtMs, parent.abortReason);
+  else if (options.signal?.aborted) refusal = new DeadlineCancelledError(operation, options.signal.reason);
   else if (left <= 0) refusal = new DeadlineExceededError(operation, expiresAtMs);
   else if (left - reserveMs < minUsefulMs) refusal = new InsufficientBudgetError(operation, minUsefulMs + reserveMs, left);
   return { deadline, refusal, envelope };

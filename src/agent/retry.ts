@@ -10,7 +10,7 @@ import {
   describeAbortReason,
   InsufficientBudgetError,
 } from '../errors';
-import { endRefusedSpan, isRefusal, openDeadlineUnder, TRACER_NAME } from '../open';
+import { endRefusedSpan, errorType, isRefusal, openDeadlineUnder, TRACER_NAME } from '../open';
 import { checkContextManager } from '../context-check';
 import { checkDuration } from '../time';
 import {
@@ -29,7 +29,6 @@ import {
   type RetryDecision,
 } from './attributes';
 import { carriesDeadlineExpired, deadlineCodeOf, httpStatusOf } from './replies';
-import { errorType } from './span-run';
 
 /** What each attempt receives. */
 export interface RetryAttempt {

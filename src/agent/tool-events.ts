@@ -2,7 +2,7 @@ import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Span } 
 import { getDeadline, setDeadline } from '../context';
 import type { Deadline, ManagedDeadline } from '../deadline';
 import { abortCodeOf, describeAbortReason } from '../errors';
-import { endRefusedSpan, isRefusal, openDeadline, TRACER_NAME } from '../open';
+import { endRefusedSpan, errorType, isRefusal, openDeadline, TRACER_NAME } from '../open';
 import { checkContextManager } from '../context-check';
 import { checkDuration } from '../time';
 import {
@@ -23,7 +23,6 @@ import {
 } from './attributes';
 import { admit } from './admit';
 import { deadlineCodeOf } from './replies';
-import { errorType } from './span-run';
 
 const TOOL_EVENTS: readonly ToolEventName[] = ['tool.queued', 'tool.started', 'tool.completed', 'tool.aborted'];
 
