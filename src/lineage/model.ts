@@ -57,12 +57,8 @@ export interface DeadlineFacts {
 }
 
 function numberOf(value: TagValue | undefined): number | undefined {
-  if (typeof value === 'number') return Number.isFinite(value) ? value : undefined;
-  if (typeof value === 'string' && value.trim() !== '') {
-    const parsed = Number(value);
-    return Number.isFinite(parsed) ? parsed : undefined;
-  }
-  return undefined;
+  const n = typeof value === 'number' || (typeof value === 'string' && value.trim() !== '') ? Number(value) : NaN;
+  return Number.isFinite(n) ? n : undefined;
 }
 
 function booleanOf(value: TagValue | undefined): boolean {
@@ -104,12 +100,9 @@ export function isRefused(facts: DeadlineFacts): boolean {
 export function groupTraces(spans: Iterable<LineageSpan>): LineageTrace[] {
   const byId = new Map<string, LineageTrace>();
   for (const span of spans) {
-    let entry = byId.get(span.traceId);
-    if (entry === undefined) {
-      entry = { traceId: span.traceId, spans: [] };
-      byId.set(span.traceId, entry);
-    }
+    const entry = byId.get(span.traceId) ?? { traceId: span.traceId, spans: [] };
     entry.spans.push(span);
+    byId.set(span.traceId, entry);
   }
   return [...byId.values()];
 }

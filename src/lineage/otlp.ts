@@ -38,12 +38,8 @@ export interface OtlpRequest {
 const KINDS = ['internal', 'internal', 'server', 'client', 'producer', 'consumer'];
 
 function kindOf(kind: number | string | undefined): string {
-  if (typeof kind === 'number') return KINDS[kind] ?? 'internal';
-  if (typeof kind === 'string') {
-    const name = kind.replace(/^SPAN_KIND_/, '').toLowerCase();
-    return KINDS.includes(name) ? name : 'internal';
-  }
-  return 'internal';
+  const name = typeof kind === 'number' ? KINDS[kind] : typeof kind === 'string' ? kind.replace(/^SPAN_KIND_/, '').toLowerCase() : undefined;
+  return name !== undefined && KINDS.includes(name) ? name : 'internal';
 }
 
 /** JSON-friendly form of structured values, as Jaeger also renders them. */
