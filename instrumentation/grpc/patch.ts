@@ -1,5 +1,4 @@
-import type { MethodPatch } from '../wrap';
-import { wrapMethod } from '../wrap';
+import { wrapMethod, type MethodPatch } from '../wrap';
 import { makeCreateCallWrapper, type GrpcClientHost } from './client';
 import type { MetadataConstructor } from './grpc-types';
 import { makeAddServiceWrapper, type GrpcServerHost } from './server';
@@ -20,13 +19,12 @@ function prototypeOf(exports: Exports, name: string): Exports | undefined {
  * (every handler). CommonJS exports and import-in-the-middle's namespace hold the same classes: patched once.
  */
 export function patchGrpcJs(host: GrpcClientHost & GrpcServerHost, owner: object, isActive: () => boolean, exports: Exports): MethodPatch[] {
-  const patches: MethodPatch[] = [];
   const Metadata = exports.Metadata as MetadataConstructor | undefined;
   const channel = prototypeOf(exports, 'Channel');
   const server = prototypeOf(exports, 'Server');
-  if (typeof Metadata !== 'function' || channel === undefined || server === undefined) return patches;
-  const add = (patch: MethodPatch | undefined) => patch !== undefined && patches.push(patch);
-  add(wrapMethod(channel, 'createCall', owner, isActive, makeCreateCallWrapper(host, Metadata) as unknown as (original: AnyFunction) => AnyFunction));
-  add(wrapMethod(server, 'addService', owner, isActive, makeAddServiceWrapper(host, Metadata) as unknown as (original: AnyFunction) => AnyFunction));
-  return patches;
+  if (typeof Metadata !== 'function' || channel === undefined || server === undefined) return [];
+  return [
+    wrapMethod(channel, 'createCall', owner, isActive, makeCreateCallWrapper(host, Metadata) as unknown as (original: AnyFunction) => AnyFunction),
+    wrapMethod(server, 'addService', owner, isActive, makeAddServiceWrapper(host, Metadata) as unknown as (original: AnyFunction) => AnyFunction),
+  ].filter((patch) => patch !== undefined);
 }
