@@ -14,10 +14,9 @@ export function openDeadline(options: DeadlineOptions): ManagedDeadline {
   return openDeadlineUnder(parentFor(options), options);
 }
 
-function checkOperation(operation: unknown): string {
-  if (typeof operation !== 'string' || operation.length === 0) {
-    throw new TypeError('operation must be a non-empty string');
-  }
+/** @internal */
+export function checkOperation(operation: unknown): string {
+  if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
   return operation;
 }
 
@@ -30,7 +29,8 @@ function checkParent(parent: unknown): Deadline | undefined {
   return parent as Deadline;
 }
 
-function checkSignal(signal: unknown): AbortSignal | undefined {
+/** @internal */
+export function checkSignal(signal: unknown): AbortSignal | undefined {
   if (signal === undefined) return undefined;
   if (!(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
   return signal;
@@ -100,9 +100,7 @@ export function openDeadlineUnder(parentInput: Deadline | null | undefined, opti
     throw new InsufficientBudgetError(operation, minUsefulMs + keepBeforeParentMs, remaining + keepBeforeParentMs);
   }
   if (remaining <= 0) throw new DeadlineExceededError(operation, expiresAtMs);
-  if (remaining - reserveMs < minUsefulMs) {
-    throw new InsufficientBudgetError(operation, minUsefulMs + reserveMs, remaining);
-  }
+  if (remaining - reserveMs < minUsefulMs) throw new InsufficientBudgetError(operation, minUsefulMs + reserveMs, remaining);
 
   return new DeadlineNode({
     operation,

@@ -2,7 +2,7 @@ import { context, trace } from '@opentelemetry/api';
 import { getDeadline } from '../context';
 import type { Deadline } from '../deadline';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../errors';
-import { endRefusedSpan, isRefusal, TRACER_NAME, withDeadlineKeeping } from '../open';
+import { checkOperation, endRefusedSpan, isRefusal, TRACER_NAME, withDeadlineKeeping } from '../open';
 import { checkDuration } from '../time';
 
 export interface AdmitOptions {
@@ -57,7 +57,7 @@ export async function withAdmission<T>(options: AdmissionOptions, fn: (deadline:
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
   if (typeof fn !== 'function') throw new TypeError('fn must be a function');
   const { operation, minUsefulMs, reserveMs } = options;
-  if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
+  checkOperation(operation);
   const timeoutMs = options.timeoutMs === undefined ? undefined : checkDuration('timeoutMs', options.timeoutMs);
   let usable: number;
   try {

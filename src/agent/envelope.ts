@@ -3,7 +3,7 @@ import { getDeadline, setDeadline } from '../context';
 import type { Deadline, ManagedDeadline } from '../deadline';
 import { cutoffOf, DeadlineNode } from '../deadline-node';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../errors';
-import { endRefusedSpan, refusalFromParent, runInSpan, TRACER_NAME } from '../open';
+import { checkOperation, checkSignal, endRefusedSpan, refusalFromParent, runInSpan, TRACER_NAME } from '../open';
 import { checkDuration, MAX_DEADLINE_MS, minCutoff, monotonicNow } from '../time';
 
 /** What a producer puts in a queued message so the worker can rebuild the deadline; time in the queue counts. */
@@ -103,12 +103,11 @@ interface Admission {
 function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
   const envelope = readDeadlineEnvelope(input);
-  const operation = options.operation ?? 'queue.job';
-  if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
+  const operation = checkOperation(options.operation ?? 'queue.job');
   const minUsefulMs = options.minUsefulMs === undefined ? 0 : checkDuration('minUsefulMs', options.minUsefulMs);
   const reserveMs = options.reserveMs === undefined ? 0 : checkDuration('reserveMs', options.reserveMs);
   const cap = Math.min(MAX_DEADLINE_MS, options.maxRemainingMs === undefined ? Infinity : checkDuration('maxRemainingMs', options.maxRemainingMs));
-  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+  checkSignal(options.signal);
   const parent = options.parent === undefined ? getDeadline() : (options.parent ?? undefined);
 
   // Wall clock read on both sides of the monotonic read, so a pause between reads errs on the safe side.

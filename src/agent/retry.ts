@@ -10,7 +10,7 @@ import {
   describeAbortReason,
   InsufficientBudgetError,
 } from '../errors';
-import { endRefusedSpan, errorType, isRefusal, openDeadlineUnder, TRACER_NAME } from '../open';
+import { checkOperation, checkSignal, endRefusedSpan, errorType, isRefusal, openDeadlineUnder, TRACER_NAME } from '../open';
 import { checkContextManager } from '../context-check';
 import { checkDuration } from '../time';
 import {
@@ -79,8 +79,7 @@ export function defaultRetryable(err: unknown): boolean {
 
 function checkPlan(options: RetryOptions) {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
-  const operation = options.operation ?? 'retry';
-  if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
+  const operation = checkOperation(options.operation ?? 'retry');
   const attempts = options.attempts ?? 3;
   if (!Number.isInteger(attempts) || attempts < 1) throw new RangeError(`attempts must be an integer ≥ 1, got ${String(attempts)}`);
   const jitter = options.jitter ?? 0;
@@ -144,7 +143,7 @@ export async function retryWithinDeadline<T>(
   checkContextManager();
   const plan = checkPlan(options);
   const parent = options.deadline === undefined ? getDeadline() : (options.deadline ?? undefined);
-  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+  checkSignal(options.signal);
 
   const outer = context.active();
   const span = trace.getTracer(TRACER_NAME).startSpan(plan.operation, {}, outer);

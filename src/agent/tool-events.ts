@@ -2,7 +2,7 @@ import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Span } 
 import { getDeadline, setDeadline } from '../context';
 import type { Deadline, ManagedDeadline } from '../deadline';
 import { abortCodeOf, describeAbortReason } from '../errors';
-import { endRefusedSpan, errorType, isRefusal, openDeadline, TRACER_NAME } from '../open';
+import { checkOperation, endRefusedSpan, errorType, isRefusal, openDeadline, TRACER_NAME } from '../open';
 import { checkContextManager } from '../context-check';
 import { checkDuration } from '../time';
 import {
@@ -114,7 +114,7 @@ export interface ToolCall {
  * `timeoutMs` gives it its own child deadline; `minUsefulMs` refuses it up front.
  */
 export async function runTool<T>(operation: string, fn: (call: ToolCall) => Promise<T> | T, options: ToolOptions = {}): Promise<T> {
-  if (typeof operation !== 'string' || operation.length === 0) throw new TypeError('operation must be a non-empty string');
+  checkOperation(operation);
   if (typeof fn !== 'function') throw new TypeError('fn must be a function');
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
   checkContextManager();
