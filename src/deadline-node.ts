@@ -241,14 +241,11 @@ export class DeadlineNode implements ManagedDeadline {
       if (node.reason !== NOT_ABORTED) continue;
       node.reason = reason;
       node.abortedAtMono = at;
-      const children = node.armedChildren;
-      node.armedChildren = undefined;
-      if (children !== undefined) {
-        for (const child of children) {
-          child.registeredIn = undefined;
-          pending.push(child);
-        }
+      for (const child of node.armedChildren ?? []) {
+        child.registeredIn = undefined;
+        pending.push(child);
       }
+      node.armedChildren = undefined;
       const above = node.disarm();
       // The node it hung under may have been waiting only for it.
       if (node === this && above !== undefined && above.reason === NOT_ABORTED) above.releaseIfIdle();
@@ -366,10 +363,8 @@ export class DeadlineNode implements ManagedDeadline {
   /** Drops the timer, the source listeners and the registration above; returns the node it was registered with. */
   private disarm(): DeadlineNode | undefined {
     this.armed = false;
-    if (this.timer !== undefined) {
-      clearTimeout(this.timer);
-      this.timer = undefined;
-    }
+    clearTimeout(this.timer);
+    this.timer = undefined;
     this.detachListeners?.();
     this.detachListeners = undefined;
     const above = this.registeredIn;
