@@ -38,8 +38,8 @@ export function patchMysql2Connection(Connection: unknown, host: ClientHost, slo
 }
 
 function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object, killer: MysqlKiller, method: string) {
-  return (original: AnyFunction): AnyFunction => {
-    return function statement(this: unknown, ...args: unknown[]): unknown {
+  return (original: AnyFunction): AnyFunction =>
+    function statement(this: unknown, ...args: unknown[]): unknown {
       // instrumentation-mysql2 has no requestHook: its span reaches the slot as it starts under a deadline.
       const outerSpan = slot.take(undefined);
       const ctx = context.active();
@@ -54,7 +54,6 @@ function makeStatementWrapper(host: ClientHost, slot: DriverSpanSlot, owner: obj
       }
       return slot.passThrough(original, this, args);
     };
-  };
 }
 
 function guarded(

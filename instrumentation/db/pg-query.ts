@@ -40,19 +40,16 @@ function failSubmittable(query: PgQuery, error: Error, connection: unknown): voi
 
 /** Client#query under an active deadline: refused, or sent and guarded until its result is delivered. */
 export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object) {
-  return (original: AnyFunction): AnyFunction => {
-    return function query(this: unknown, ...args: unknown[]): unknown {
+  return (original: AnyFunction): AnyFunction =>
+    function query(this: unknown, ...args: unknown[]): unknown {
       const outerSpan = slot.take(queryTextOf(args[0]));
       const ctx = context.active();
       const deadline = statementDeadline(host, 'pg', ctx);
       const role = deadline === undefined || args[0] === null || args[0] === undefined ? undefined : sqlRole(queryTextOf(args[0]), 'postgres');
       // A statement that ends a transaction without committing or puts session state back is never refused or cut.
-      if (role === undefined || role === 'cleanup') {
-        return slot.passThrough(original, this, args);
-      }
+      if (role === undefined || role === 'cleanup') return slot.passThrough(original, this, args);
       return guardedQuery(host, slot, owner, original, this as PgClient, args, deadline!, ctx, outerSpan, role === 'commit');
     };
-  };
 }
 
 function queryTextOf(config: unknown): unknown {

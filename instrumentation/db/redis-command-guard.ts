@@ -97,17 +97,13 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
   /** Settles the guard in ioredis's resolve/reject call: the promise would be a microtask late, after a driver instrumentation's span ended (docs/internals.md). */
   settleOnReply(): void {
     const { command } = this;
-    const { resolve, reject } = command;
-    command.resolve = (value: unknown) => {
+    const settleThen = (original: (value: unknown) => void, failed: boolean) => (value: unknown) => {
       if (this.deliversLateReply) this.reason = undefined;
-      this.settle();
-      resolve.call(command, value);
+      this.settle(failed ? value : undefined);
+      original.call(command, value);
     };
-    command.reject = (err: unknown) => {
-      if (this.deliversLateReply) this.reason = undefined;
-      this.settle(err);
-      reject.call(command, err);
-    };
+    command.resolve = settleThen(command.resolve, false);
+    command.reject = settleThen(command.reject, true);
   }
 
   /**

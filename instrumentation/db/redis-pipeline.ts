@@ -105,15 +105,10 @@ const NOT_COMMANDS = new Set(['constructor', 'getBuiltinCommands', 'createBuilti
 
 /** Every command method of ioredis's Commander, for auto-pipelined calls only: at the cutoff the caller's promise is rejected, not the batch. */
 export function patchAutoPipelinedCalls(commanderProto: Exports, host: ClientHost, owner: object, isActive: () => boolean): MethodPatch[] {
-  const patches: MethodPatch[] = [];
-  for (const method of Object.getOwnPropertyNames(commanderProto)) {
-    if (NOT_COMMANDS.has(method)) continue;
-    const descriptor = Object.getOwnPropertyDescriptor(commanderProto, method);
-    if (typeof descriptor?.value !== 'function') continue;
-    const patch = wrapMethod(commanderProto, method, owner, isActive, (original) => makeAutoPipelinedCall(original, method, host));
-    if (patch !== undefined) patches.push(patch);
-  }
-  return patches;
+  return Object.getOwnPropertyNames(commanderProto).flatMap((method) => {
+    if (NOT_COMMANDS.has(method) || typeof Object.getOwnPropertyDescriptor(commanderProto, method)?.value !== 'function') return [];
+    return wrapMethod(commanderProto, method, owner, isActive, (original) => makeAutoPipelinedCall(original, method, host)) ?? [];
+  });
 }
 
 function makeAutoPipelinedCall(original: AnyFunction, method: string, host: ClientHost): AnyFunction {
