@@ -10,12 +10,9 @@ export class DeadlineEnvError extends Error {
 const MS_PATTERN = /^\d{1,15}(\.\d{1,6})?$/;
 
 export function readMs(env: NodeJS.ProcessEnv, name: string): number | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw.trim() === '') return undefined;
-  const text = raw.trim();
-  if (!MS_PATTERN.test(text)) {
-    throw new DeadlineEnvError(`${name} must be a non-negative number of milliseconds, got ${JSON.stringify(raw.slice(0, 64))}`);
-  }
+  const text = env[name]?.trim();
+  if (text === undefined || text === '') return undefined;
+  if (!MS_PATTERN.test(text)) throw new DeadlineEnvError(`${name} must be a non-negative number of milliseconds, got ${JSON.stringify(env[name]!.slice(0, 64))}`);
   return Number(text);
 }
 

@@ -20,11 +20,7 @@ export const METADATA_GETTER: TextMapGetter<MetadataReader> = {
 };
 
 /** Writes text-map entries into grpc-js Metadata, replacing what was there. */
-export const METADATA_SETTER: TextMapSetter<GrpcMetadata> = {
-  set(carrier, key, value) {
-    carrier.set(key, value);
-  },
-};
+export const METADATA_SETTER: TextMapSetter<GrpcMetadata> = { set: (carrier, key, value) => carrier.set(key, value) };
 
 /**
  * An incoming call's deadline values as the propagator reads them. grpc-js keeps `grpc-timeout` out of the

@@ -25,10 +25,12 @@ export function jaegerBase(source: string): string {
   return source.replace(/\/+$/, '');
 }
 
-function describeFetchError(err: unknown): string {
+/** A failed fetch or read: past `timeoutMs` it says so, else `failed` and why. */
+function fetchError(err: unknown, base: string, timeoutMs: number, whatLate: string, failed: string): LineageInputError {
+  if ((err as Error).name === 'TimeoutError') return new LineageInputError(`Jaeger at ${base} ${whatLate} within ${timeoutMs} ms`);
   const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-  if (cause?.code !== undefined) return `${cause.code}${cause.message ? ` (${cause.message})` : ''}`;
-  return cause?.message ?? (err as Error).message ?? String(err);
+  const why = cause?.code !== undefined ? `${cause.code}${cause.message ? ` (${cause.message})` : ''}` : (cause?.message ?? (err as Error).message ?? String(err));
+  return new LineageInputError(`${failed}: ${why}`);
 }
 
 /** GETs one path of Jaeger's query API. Network failures, timeouts and oversized answers throw; statuses are the caller's. */
@@ -38,10 +40,7 @@ export async function jaegerGet(base: string, path: string, timeoutMs: number): 
   try {
     response = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'application/json' } });
   } catch (err) {
-    if ((err as Error).name === 'TimeoutError') {
-      throw new LineageInputError(`Jaeger at ${base} did not answer within ${timeoutMs} ms`);
-    }
-    throw new LineageInputError(`cannot reach Jaeger at ${base}: ${describeFetchError(err)}`);
+    throw fetchError(err, base, timeoutMs, 'did not answer', `cannot reach Jaeger at ${base}`);
   }
   const length = Number(response.headers.get('content-length'));
   if (length > MAX_RESPONSE_BYTES) {
@@ -52,10 +51,7 @@ export async function jaegerGet(base: string, path: string, timeoutMs: number): 
   try {
     text = await response.text();
   } catch (err) {
-    if ((err as Error).name === 'TimeoutError') {
-      throw new LineageInputError(`Jaeger at ${base} did not finish its answer within ${timeoutMs} ms`);
-    }
-    throw new LineageInputError(`reading Jaeger's answer from ${url} failed: ${describeFetchError(err)}`);
+    throw fetchError(err, base, timeoutMs, 'did not finish its answer', `reading Jaeger's answer from ${url} failed`);
   }
   let parsed: unknown;
   try {

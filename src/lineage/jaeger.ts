@@ -48,20 +48,11 @@ export function isJaegerTrace(value: unknown): value is JaegerTrace {
   return typeof value === 'object' && value !== null && Array.isArray((value as JaegerTrace).spans);
 }
 
-function tagValue(tag: JaegerTag): TagValue | undefined {
-  const { type, value } = tag;
-  switch (type) {
-    case 'bool':
-      return value === true || value === 'true';
-    case 'int64':
-    case 'float64': {
-      const n = Number(value);
-      return Number.isFinite(n) ? n : undefined;
-    }
-    default:
-      if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return value;
-      return value === undefined || value === null ? undefined : JSON.stringify(value);
-  }
+function tagValue({ type, value }: JaegerTag): TagValue | undefined {
+  if (type === 'bool') return value === true || value === 'true';
+  if (type === 'int64' || type === 'float64') return Number.isFinite(Number(value)) ? Number(value) : undefined;
+  if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return value;
+  return value === undefined || value === null ? undefined : JSON.stringify(value);
 }
 
 function idOf(id: string | undefined): string | undefined {
