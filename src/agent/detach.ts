@@ -2,7 +2,7 @@ import { context, trace, type Link } from '@opentelemetry/api';
 import { setDeadline } from '../context';
 import type { Deadline } from '../deadline';
 import { openDeadlineUnder, runInSpan, TRACER_NAME } from '../open';
-import { ATTR_DETACHED_FROM_TRACE_ID } from './attributes';
+import { ToolAttributes } from './attributes';
 
 export interface DetachOptions {
   /** Name of the durable job: its root span and its deadline's operation. */
@@ -34,7 +34,7 @@ export function detach<T>(options: DetachOptions, fn: (deadline: Deadline) => Pr
   const declaredIn = context.active();
   const from = trace.getSpanContext(declaredIn);
   const links: Link[] = from === undefined || !trace.isSpanContextValid(from) ? [] : [{ context: from }];
-  const attributes = links.length === 0 ? {} : { [ATTR_DETACHED_FROM_TRACE_ID]: from!.traceId };
+  const attributes = links.length === 0 ? {} : { [ToolAttributes.DETACHED_FROM_TRACE_ID]: from!.traceId };
   // The request's baggage is kept (setDeadline replaces its deadline entry); its span and deadline are not.
   const base = setDeadline(trace.deleteSpan(declaredIn), deadline);
   const span = trace.getTracer(TRACER_NAME).startSpan(options.operation, { root: true, links, attributes }, base);

@@ -19,15 +19,7 @@ import {
   ATTR_DEADLINE_OUTCOME,
   ATTR_DEADLINE_REMAINING_MS,
 } from '../attributes';
-import {
-  ATTR_RETRY_ATTEMPT,
-  ATTR_RETRY_BACKOFF_MS,
-  ATTR_RETRY_DECISION,
-  ATTR_RETRY_ERROR,
-  ATTR_RETRY_STARTED,
-  EVENT_RETRY_ATTEMPT,
-  type RetryDecision,
-} from './attributes';
+import { RetryEvent, type RetryDecision } from './attributes';
 import { carriesDeadlineExpired, deadlineCodeOf, httpStatusOf } from './replies';
 
 /** What each attempt receives. */
@@ -149,13 +141,13 @@ export async function retryWithinDeadline<T>(
   const span = trace.getTracer(TRACER_NAME).startSpan(plan.operation, {}, outer);
   let lastError: unknown;
   const record = (attempt: number, started: boolean, backoffMs: number, decision: RetryDecision, err?: unknown) => {
-    span.addEvent(EVENT_RETRY_ATTEMPT, {
-      [ATTR_RETRY_ATTEMPT]: attempt,
-      [ATTR_RETRY_STARTED]: started,
-      [ATTR_RETRY_BACKOFF_MS]: Math.round(backoffMs),
-      [ATTR_RETRY_DECISION]: decision,
+    span.addEvent(RetryEvent.NAME, {
+      [RetryEvent.ATTEMPT]: attempt,
+      [RetryEvent.STARTED]: started,
+      [RetryEvent.BACKOFF_MS]: Math.round(backoffMs),
+      [RetryEvent.DECISION]: decision,
       ...(parent === undefined ? {} : { [ATTR_DEADLINE_REMAINING_MS]: Math.floor(parent.remainingMs()) }),
-      ...(err === undefined ? {} : { [ATTR_RETRY_ERROR]: describeAbortReason(err) }),
+      ...(err === undefined ? {} : { [RetryEvent.ERROR]: describeAbortReason(err) }),
     });
   };
   /** Records that the attempt did not start, and throws the refusal. */

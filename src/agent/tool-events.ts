@@ -11,20 +11,11 @@ import {
   ATTR_DEADLINE_AT_MS,
   ATTR_DEADLINE_REMAINING_MS,
 } from '../attributes';
-import {
-  ATTR_GEN_AI_OPERATION_NAME,
-  ATTR_GEN_AI_TOOL_CALL_ID,
-  ATTR_GEN_AI_TOOL_NAME,
-  ATTR_TOOL_ATTEMPT,
-  ATTR_TOOL_ERROR,
-  ATTR_TOOL_PARENT_CALL_ID,
-  GEN_AI_OPERATION_EXECUTE_TOOL,
-  type ToolEventName,
-} from './attributes';
+import { GEN_AI_OPERATION_EXECUTE_TOOL, ToolAttributes, ToolEvents, type ToolEventName } from './attributes';
 import { admit } from './admit';
 import { deadlineCodeOf } from './replies';
 
-const TOOL_EVENTS: readonly ToolEventName[] = ['tool.queued', 'tool.started', 'tool.completed', 'tool.aborted'];
+const TOOL_EVENTS: readonly string[] = Object.values(ToolEvents);
 
 export interface ToolEventDetails {
   /** The tool's name: `gen_ai.tool.name`. */
@@ -60,11 +51,11 @@ export function recordToolEvent(name: ToolEventName, details: ToolEventDetails):
   if (span === undefined) return;
   const deadline = details.deadline ?? getDeadline();
   const attributes: Attributes = {
-    [ATTR_GEN_AI_TOOL_NAME]: details.operation,
-    [ATTR_TOOL_ATTEMPT]: details.attempt ?? 1,
+    [ToolAttributes.GEN_AI_TOOL_NAME]: details.operation,
+    [ToolAttributes.ATTEMPT]: details.attempt ?? 1,
   };
-  if (toolCallId !== undefined) attributes[ATTR_GEN_AI_TOOL_CALL_ID] = toolCallId;
-  if (details.parentCallId !== undefined) attributes[ATTR_TOOL_PARENT_CALL_ID] = details.parentCallId;
+  if (toolCallId !== undefined) attributes[ToolAttributes.GEN_AI_TOOL_CALL_ID] = toolCallId;
+  if (details.parentCallId !== undefined) attributes[ToolAttributes.PARENT_CALL_ID] = details.parentCallId;
   if (deadline !== undefined) {
     attributes[ATTR_DEADLINE_AT_MS] = Math.floor(deadline.expiresAtMs);
     attributes[ATTR_DEADLINE_REMAINING_MS] = Math.floor(deadline.remainingMs());
@@ -73,7 +64,7 @@ export function recordToolEvent(name: ToolEventName, details: ToolEventDetails):
   if (name === 'tool.aborted' && reason !== undefined) {
     const code = deadlineCodeOf(reason) ?? (isRefusal(reason) ? abortCodeOf(reason) : undefined);
     if (code !== undefined) attributes[ATTR_DEADLINE_ABORT_CODE] = code;
-    attributes[code === undefined ? ATTR_TOOL_ERROR : ATTR_DEADLINE_ABORT_REASON] = describeAbortReason(reason);
+    attributes[code === undefined ? ToolAttributes.ERROR : ATTR_DEADLINE_ABORT_REASON] = describeAbortReason(reason);
   }
   span.addEvent(name, attributes, Date.now());
 }
@@ -128,8 +119,8 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
   const parentDeadline = getDeadline(outer);
   const tracer = trace.getTracer(TRACER_NAME);
   const calledAt = Date.now();
-  const attributes: Attributes = { [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_EXECUTE_TOOL, [ATTR_GEN_AI_TOOL_NAME]: operation };
-  if (toolCallId !== undefined) attributes[ATTR_GEN_AI_TOOL_CALL_ID] = toolCallId;
+  const attributes: Attributes = { [ToolAttributes.GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_EXECUTE_TOOL, [ToolAttributes.GEN_AI_TOOL_NAME]: operation };
+  if (toolCallId !== undefined) attributes[ToolAttributes.GEN_AI_TOOL_CALL_ID] = toolCallId;
   // The span's parent is the calling span: no parent call id to repeat on the events.
   const event = (name: ToolEventName, span: Span, deadline: Deadline | undefined, reason?: unknown) =>
     recordToolEvent(name, { operation, toolCallId, attempt, span, deadline, reason });
