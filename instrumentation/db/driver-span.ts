@@ -60,9 +60,12 @@ export class DriverSpanSlot {
   }
 }
 
-/** True when another instrumentation wraps this driver method, below us or on top of us: it makes the span, not us. */
-export function driverInstrumented(original: unknown, current: unknown, owner: object): boolean {
-  return isShimmerWrapper(original) || !isOwnWrapper(current, owner);
+/**
+ * Whether a statement needs a span of ours: no driver instrumentation announced one, none wraps the method on top of us,
+ * and none below us makes one (a refused call never reaches it).
+ */
+export function needsOwnSpan(outerSpan: Span | undefined, original: unknown, current: unknown, owner: object, refused: boolean): boolean {
+  return outerSpan === undefined && isOwnWrapper(current, owner) && (refused || !isShimmerWrapper(original));
 }
 
 /** The span name and attributes the OTel driver instrumentations give a statement; never its text. */

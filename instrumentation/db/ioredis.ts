@@ -1,9 +1,9 @@
 import { context, type Span } from '@opentelemetry/api';
 import { budgetLeft, refusalAt, refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
-import { isOwnWrapper, isShimmerWrapper, wrapMethod, type MethodPatch } from '../wrap';
+import { wrapMethod, type MethodPatch } from '../wrap';
 import { type AnyFunction, type Exports, makeOpensOutsideDeadline, statementDeadline } from './driver-call';
-import type { DriverSpanSlot } from './driver-span';
+import { needsOwnSpan, type DriverSpanSlot } from './driver-span';
 import { clampBlockingTimeout } from './redis-blocking';
 import { cleanupAfterCut, commandKind, CUT_BY_DEADLINE, DISCARD_AND_UNWATCH, RedisCommandGuard, sendCleanup, type RedisCommand } from './redis-command-guard';
 import { isPipelineWrite, makePipelineSendCommand, ownSpanShape, patchAutoPipelinedCalls, queuedGuard, refusesWholeBatch } from './redis-pipeline';
@@ -30,8 +30,6 @@ export function patchIoredis(moduleExports: Exports, host: ClientHost, slot: Dri
 
 function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object) {
   return (original: AnyFunction): AnyFunction => {
-    const instrumentedBelow = isShimmerWrapper(original);
-
     const cleanUp = (client: unknown, command: RedisCommand, names: readonly string[]) =>
       sendCleanup(command.constructor as new (name: string) => object, (cleanup) => slot.passThrough(original, client, [cleanup]), names);
 
@@ -94,7 +92,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       const left = budgetLeft(deadline);
       const refusal = refusalAt(deadline, left, guard.operation, settings.minUsefulMs);
       // Our own span unless instrumentation-ioredis makes one: below us (if the command reaches it), or on top.
-      if (outerSpan === undefined && (!instrumentedBelow || refusal !== undefined) && isOwnWrapper((this as Exports).sendCommand, owner)) {
+      if (needsOwnSpan(outerSpan, original, (this as Exports).sendCommand, owner, refusal !== undefined)) {
         guard.startOwnSpan(host.tracer, ctx, ownSpanShape(this as Exports, guard.name));
       }
       if (refusal !== undefined) {

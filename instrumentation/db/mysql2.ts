@@ -2,9 +2,9 @@ import { context, type Context, type Span } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
-import { isOwnWrapper, type MethodPatch } from '../wrap';
+import type { MethodPatch } from '../wrap';
 import { type AnyFunction, deliver, type Exports, isFunction, type NodeCallback, statementDeadline, wrapWhereDefined } from './driver-call';
-import { dbSpanShape, driverInstrumented, type DriverSpanSlot } from './driver-span';
+import { dbSpanShape, needsOwnSpan, type DriverSpanSlot } from './driver-span';
 import { patchMysql2Pool } from './mysql2-pool';
 import { markTransactionUnknown, MysqlKiller, patchMysql2PoolConnection, rollBack } from './mysql2-connection';
 import { holdsSeveralStatements, sqlCommand, sqlRole, type SqlRole } from './sql';
@@ -70,7 +70,7 @@ function guarded(
   if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
   const current = (connection as unknown as Record<string, unknown>)[method];
   const refusal = refusalFor(deadline, OPERATION, host.settings.minUsefulMs);
-  if (outerSpan === undefined && (!driverInstrumented(original, current, owner) || (refusal !== undefined && isOwnWrapper(current, owner)))) {
+  if (needsOwnSpan(outerSpan, original, current, owner, refusal !== undefined)) {
     statement.startOwnSpan(host.tracer, ctx, mysqlSpanShape(connection, sqlVerb));
   }
   // (sql, cb), (sql, values, cb), or a command object carrying it (Pool#query).
@@ -127,7 +127,6 @@ interface MysqlCommand {
 }
 
 interface MysqlConnection {
-  query: unknown;
   threadId?: unknown;
   config?: { host?: unknown; port?: unknown; user?: unknown; database?: unknown; socketPath?: unknown; multipleStatements?: unknown };
   _command?: unknown;

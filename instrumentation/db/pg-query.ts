@@ -2,10 +2,9 @@ import { context, type Context, type Span } from '@opentelemetry/api';
 import type { Deadline } from '../../src/deadline';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
-import { isOwnWrapper } from '../wrap';
 import { type AnyFunction, callbackOrPromise, deliver, isFunction, statementDeadline } from './driver-call';
 import { CancelMachine, type CancelResult } from './cancel-machine';
-import { dbSpanShape, driverInstrumented, type DriverSpanSlot } from './driver-span';
+import { dbSpanShape, needsOwnSpan, type DriverSpanSlot } from './driver-span';
 import { activeQueryOf, CancelBarrier, destroyPgConnection, isPgCancel, sendPgCancel, sessionOf, type PgClient, type PgCut, type PgQuery } from './pg-connection';
 import { holdsSeveralStatements, sqlCommand, sqlRole } from './sql';
 import { DbStatement, type SpanShape } from './statement';
@@ -96,8 +95,7 @@ function guardedQuery(
   const statement = new PgStatement(deadline, observe, PG_OPERATION, undefined, text);
   if (outerSpan !== undefined) statement.adoptSpan(outerSpan);
   const refusal = refusalFor(deadline, PG_OPERATION, host.settings.minUsefulMs);
-  // A refused query never reaches an instrumentation below us; one above us shows its span through the hook.
-  if (outerSpan === undefined && (!driverInstrumented(original, client.query, owner) || (refusal !== undefined && isOwnWrapper(client.query, owner)))) {
+  if (needsOwnSpan(outerSpan, original, client.query, owner, refusal !== undefined)) {
     statement.startOwnSpan(host.tracer, ctx, pgSpanShape(client, sqlCommand(text)));
   }
   if (refusal !== undefined) {
