@@ -13,8 +13,7 @@ export type NodeCallback = (err: unknown, ...results: unknown[]) => void;
 /** The deadline a driver call made in `ctx` must respect; undefined with none, the driver switched off, or tracing suppressed. */
 export function statementDeadline(host: ClientHost, driver: DbDriver, ctx: Context): Deadline | undefined {
   const deadline = deadlineIn(ctx);
-  if (deadline === undefined || !host.settings[driver] || isTracingSuppressed(ctx)) return undefined;
-  return deadline;
+  return deadline !== undefined && host.settings[driver] && !isTracingSuppressed(ctx) ? deadline : undefined;
 }
 
 /**

@@ -26,8 +26,6 @@ export interface PgClient {
   _queryQueue?: PgQuery[];
   _activeQuery?: PgQuery | null;
   _Promise?: PromiseConstructor;
-  once(event: string, listener: (err: unknown) => void): unknown;
-  removeListener(event: string, listener: (err: unknown) => void): unknown;
   release?: (err?: unknown) => void;
   end?: () => unknown;
   /** The last ReadyForQuery's status byte ('I' idle). */

@@ -52,15 +52,9 @@ export interface GrpcCallInit {
 }
 
 /**
- * One gRPC client call under a deadline. It takes over the `start` of the
- * call `Channel#createCall` made (on that call only), writes our metadata, and
- * stands between the call and the listener grpc-js's client layer gave it,
- * to see the status. It watches the deadline from the start to the status, so
- * it lives exactly as long as the call: past the scope that started it, and
- * no longer. At the cutoff it cancels the call with DEADLINE_EXCEEDED; on a
- * cancellation upstream, with CANCELLED. The status of a call it ended (or
- * that grpc-js ended at the cutoff it was clamped to) carries our error as
- * `cause` and our brand, so the caller's error satisfies `isDeadlineError`.
+ * One gRPC client call under a deadline, watched from its start to its status: it lives exactly as long as the
+ * call, past the scope that started it. The status of a call it ended (or that grpc-js ended at the cutoff it was
+ * clamped to) carries our error as `cause` and our brand, so the caller's error satisfies `isDeadlineError`.
  */
 export class GrpcCallGuard {
   private listener: CallListener | undefined;

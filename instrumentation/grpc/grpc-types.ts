@@ -48,7 +48,6 @@ export interface ServerCallLike {
   readonly metadata: GrpcMetadata;
   getDeadline(): GrpcDeadline;
   getPeer(): string;
-  once(event: string | symbol, listener: (...args: unknown[]) => void): unknown;
   on(event: string | symbol, listener: (...args: unknown[]) => void): unknown;
   removeListener(event: string | symbol, listener: (...args: unknown[]) => void): unknown;
   emit(event: string | symbol, ...args: unknown[]): boolean;

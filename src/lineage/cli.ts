@@ -74,12 +74,8 @@ async function search(options: CliOptions & { service: string }, io: CliIo): Pro
 export async function main(argv: string[], io: CliIo): Promise<number> {
   try {
     const parsed = parseCliArgs(argv);
-    if (parsed.help) {
-      io.out(HELP);
-      return 0;
-    }
-    if (parsed.version !== undefined) {
-      io.out(`${parsed.version}\n`);
+    if (parsed.help || parsed.version !== undefined) {
+      io.out(parsed.help ? HELP : `${parsed.version}\n`);
       return 0;
     }
     const { options } = parsed;

@@ -39,12 +39,9 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefin
     let size = 0;
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) {
-        resolve(undefined);
-        req.destroy();
-        return;
-      }
-      chunks.push(chunk);
+      if (size <= limit) return void chunks.push(chunk);
+      resolve(undefined);
+      req.destroy();
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
