@@ -58,23 +58,15 @@ export abstract class BrandedDeadlineError<C extends DeadlineErrorCode> extends 
 }
 
 export class DeadlineExceededError extends BrandedDeadlineError<'DEADLINE_EXCEEDED'> {
-  readonly expiresAtMs: number;
-
-  constructor(operation: string, expiresAtMs: number, options?: { cause?: unknown }) {
+  constructor(operation: string, readonly expiresAtMs: number, options?: { cause?: unknown }) {
     super('DEADLINE_EXCEEDED', 'DeadlineExceededError', operation, `deadline of "${operation}" passed at ${isoOrRaw(expiresAtMs)}`, options);
-    this.expiresAtMs = expiresAtMs;
   }
 }
 
 export class InsufficientBudgetError extends BrandedDeadlineError<'INSUFFICIENT_BUDGET'> {
-  readonly neededMs: number;
-  readonly remainingMs: number;
-
-  constructor(operation: string, neededMs: number, remainingMs: number, options?: { cause?: unknown }) {
+  constructor(operation: string, readonly neededMs: number, readonly remainingMs: number, options?: { cause?: unknown }) {
     const message = `"${operation}" needs ${Math.ceil(neededMs)} ms but only ${Math.floor(remainingMs)} ms of its deadline are usable`;
     super('INSUFFICIENT_BUDGET', 'InsufficientBudgetError', operation, message, options);
-    this.neededMs = neededMs;
-    this.remainingMs = remainingMs;
   }
 }
 

@@ -35,10 +35,9 @@ type AddService = (this: unknown, service: unknown, implementation: unknown, ...
 export function makeAddServiceWrapper(host: GrpcServerHost, Metadata: MetadataConstructor) {
   return (original: AddService): AddService =>
     function addService(this: unknown, service, implementation, ...rest) {
-      if (!host.grpcEnabled || typeof service !== 'object' || service === null || typeof implementation !== 'object' || implementation === null) {
-        return original.call(this, service, implementation, ...rest);
-      }
-      return original.call(this, service, guardImplementation(host, Metadata, service as Record<string, unknown>, implementation as Record<string, unknown>), ...rest);
+      const guards = host.grpcEnabled && typeof service === 'object' && service !== null && typeof implementation === 'object' && implementation !== null;
+      const guarded = guards ? guardImplementation(host, Metadata, service as Record<string, unknown>, implementation as Record<string, unknown>) : implementation;
+      return original.call(this, service, guarded, ...rest);
     };
 }
 

@@ -1,5 +1,5 @@
 import { cutoffOffsetMs, isLate, lateReasons, summarize, type LineageNode, type LineageTree } from './tree';
-import { renderText, spanLabel } from './text';
+import { clip, renderText, spanLabel } from './text';
 import { isRefused } from './model';
 
 /** A self-contained timeline page (inline CSS and SVG, no script): a bar per span, cutoffs marked, late spans red. */
@@ -135,8 +135,7 @@ function renderSvg(tree: LineageTree): string {
 }
 
 function clipLabel(label: string, depth: number): string {
-  const room = Math.floor((LABEL_W - 16 - depth * 14) / 7);
-  return label.length <= room ? label : `${label.slice(0, Math.max(1, room - 1))}…`;
+  return clip(label, Math.floor((LABEL_W - 16 - depth * 14) / 7));
 }
 
 const STYLE = `
