@@ -150,8 +150,9 @@ export async function retryWithinDeadline<T>(
       ...(err === undefined ? {} : { [RetryEvent.ERROR]: describeAbortReason(err) }),
     });
   };
-  /** Records that the attempt did not start, and throws the refusal. */
-  const stop = (attempt: number, backoffMs: number, refusal: Error): never => {
+  /** With a refusal: records that the attempt did not start, and throws it. */
+  const stopIfRefused = (attempt: number, backoffMs: number, refusal: Error | undefined): void => {
+    if (refusal === undefined) return;
     record(attempt, false, backoffMs, decisionOf(abortCodeOf(refusal)), lastError);
     throw refusal;
   };
@@ -184,15 +185,11 @@ export async function retryWithinDeadline<T>(
   try {
     for (let attempt = 1; ; attempt++) {
       const backoffMs = attempt === 1 ? 0 : plan.backoffFor(attempt);
-      if (attempt > 1) {
-        const early = refusal(backoffMs);
-        if (early !== undefined) stop(attempt, backoffMs, early);
-      }
+      if (attempt > 1) stopIfRefused(attempt, backoffMs, refusal(backoffMs));
       if (backoffMs > 0) {
-        await sleep(backoffMs, undefined, { signal }).catch(() => stop(attempt, backoffMs, stopForAbort(plan.operation, signal.reason, lastError)));
+        await sleep(backoffMs, undefined, { signal }).catch(() => stopIfRefused(attempt, backoffMs, stopForAbort(plan.operation, signal.reason, lastError)));
         // A late timer (a busy event loop) may have eaten into minAttemptMs.
-        const late = refusal(0);
-        if (late !== undefined) stop(attempt, backoffMs, late);
+        stopIfRefused(attempt, backoffMs, refusal(0));
       }
 
       // With attemptTimeoutMs each attempt runs under its own, shorter child.
