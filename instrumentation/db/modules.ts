@@ -58,15 +58,10 @@ export class DatabaseDrivers {
     const unpatch = (exports: Exports | undefined) => this.unpatch(exports);
     return DRIVERS.filter((driver) => enabled(driver.name)).map((driver) => {
       const slot = this.slots[driver.name];
-      const files = (driver.files ?? []).map(
-        (file) =>
-          new InstrumentationNodeModuleFile(
-            file.path,
-            driver.versions,
-            (exports: Exports) => (file.replace === undefined ? this.patchOnce(exports, file.patch!, slot) : this.replaceOnce(exports, file.replace)),
-            unpatch,
-          ),
-      );
+      const files = (driver.files ?? []).map((file) => {
+        const patch = (exports: Exports) => (file.replace === undefined ? this.patchOnce(exports, file.patch!, slot) : this.replaceOnce(exports, file.replace));
+        return new InstrumentationNodeModuleFile(file.path, driver.versions, patch, unpatch);
+      });
       return new InstrumentationNodeModuleDefinition(driver.name, driver.versions, (exports: Exports) => this.patchOnce(exports, driver.patch, slot), unpatch, files);
     });
   }
