@@ -119,9 +119,7 @@ function parentFor(options: DeadlineOptions): Deadline | null | undefined {
 }
 
 /** True for the errors openDeadline throws to refuse work (not for bad arguments). */
-export function isRefusal(err: unknown): boolean {
-  return isDeadlineError(err);
-}
+export const isRefusal: (err: unknown) => boolean = isDeadlineError;
 
 /** Ends a span for work that was refused before it started. */
 export function endRefusedSpan(span: Span, err: unknown): void {

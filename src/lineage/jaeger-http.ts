@@ -62,7 +62,8 @@ export async function jaegerGet(base: string, path: string, timeoutMs: number): 
   return { url, status: response.status, answer: isJaegerAnswer(parsed) ? parsed : undefined };
 }
 
-/** Jaeger's first error message in an answer, if it gave one. */
-export function firstJaegerError(reply: JaegerReply): string | undefined {
-  return reply.answer?.errors?.[0]?.msg;
+/** Jaeger's first error message in an answer, between `before` and `after`; empty when it gave none. */
+export function firstJaegerError(reply: JaegerReply, before = ': ', after = ''): string {
+  const msg = reply.answer?.errors?.[0]?.msg;
+  return msg ? `${before}${msg}${after}` : '';
 }

@@ -8,17 +8,11 @@ export interface JaegerTag {
   value: unknown;
 }
 
-interface JaegerReference {
-  refType?: string;
-  traceID?: string;
-  spanID?: string;
-}
-
 interface JaegerSpan {
   traceID?: string;
   spanID?: string;
   operationName?: string;
-  references?: JaegerReference[];
+  references?: { refType?: string; traceID?: string; spanID?: string }[];
   startTime?: number;
   duration?: number;
   tags?: JaegerTag[];

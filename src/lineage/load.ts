@@ -103,12 +103,11 @@ async function fetchJaeger(source: string, options: LoadOptions): Promise<Lineag
   const base = jaegerBase(source);
   const reply = await jaegerGet(base, `/api/traces/${traceId.toLowerCase()}`, options.timeoutMs ?? 10_000);
   const { answer } = reply;
-  const firstError = firstJaegerError(reply);
   if (reply.status === 404 || (answer !== undefined && (answer.data ?? []).length === 0)) {
-    throw new LineageInputError(`trace ${traceId} not found at ${base}${firstError ? ` (${firstError})` : ''}`);
+    throw new LineageInputError(`trace ${traceId} not found at ${base}${firstJaegerError(reply, ' (', ')')}`);
   }
   if (reply.status < 200 || reply.status > 299) {
-    throw new LineageInputError(`Jaeger at ${base} answered HTTP ${reply.status}${firstError ? `: ${firstError}` : ''}`);
+    throw new LineageInputError(`Jaeger at ${base} answered HTTP ${reply.status}${firstJaegerError(reply)}`);
   }
   if (answer === undefined) {
     throw new LineageInputError(`${reply.url} did not return a Jaeger API answer ({"data":[...]})`);

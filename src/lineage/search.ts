@@ -43,10 +43,7 @@ async function knownServices(base: string, timeoutMs: number): Promise<string[]>
   // An empty Jaeger answers {"data":null}.
   const data = reply.answer?.data === null ? [] : (reply.answer?.data as unknown);
   if (reply.status !== 200 || !Array.isArray(data)) {
-    const why = firstJaegerError(reply);
-    throw new LineageInputError(
-      `${base} does not look like Jaeger's query service (GET /api/services answered HTTP ${reply.status}${why ? `: ${why}` : ''})`,
-    );
+    throw new LineageInputError(`${base} does not look like Jaeger's query service (GET /api/services answered HTTP ${reply.status}${firstJaegerError(reply)})`);
   }
   return data.filter((name): name is string => typeof name === 'string');
 }
@@ -75,8 +72,7 @@ export async function searchJaeger(source: string, options: SearchOptions): Prom
     });
     const reply = await jaegerGet(base, `/api/traces?${params}`, timeoutMs);
     if (reply.status !== 200 || reply.answer === undefined) {
-      const why = firstJaegerError(reply);
-      throw new LineageInputError(`Jaeger at ${base} refused the search for ${key}=${value}: HTTP ${reply.status}${why ? `: ${why}` : ''}`);
+      throw new LineageInputError(`Jaeger at ${base} refused the search for ${key}=${value}: HTTP ${reply.status}${firstJaegerError(reply)}`);
     }
     const found = groupTraces(spansFromJaeger(reply.answer));
     queries.push({ tag: `${key}=${value}`, traces: found.length, full: found.length >= limit });

@@ -70,9 +70,8 @@ export function renderText(tree: LineageTree): string {
 
   const root = tree.roots[0];
   const budget = root?.facts.budgetMs === undefined ? '' : `, root budget ${ms(root.facts.budgetMs)} ms`;
-  const out = [`trace ${printable(tree.traceId)} (${rows.length} span${rows.length === 1 ? '' : 's'}${budget})`];
-  out.push(line(HEADER), ...rows.map(line), '', renderSummary(tree));
-  return out.join('\n');
+  const title = `trace ${printable(tree.traceId)} (${rows.length} span${rows.length === 1 ? '' : 's'}${budget})`;
+  return [title, line(HEADER), ...rows.map(line), '', renderSummary(tree)].join('\n');
 }
 
 /** What each number of the summary counts; docs/lineage.md says the same. */
