@@ -121,6 +121,16 @@ function parentFor(options: DeadlineOptions): Deadline | null | undefined {
 /** True for the errors openDeadline throws to refuse work (not for bad arguments). */
 export const isRefusal: (err: unknown) => boolean = isDeadlineError;
 
+/** Runs `open`; a refusal it throws still gets a `not_started` span named `operation`, in `ctx`. */
+export function withRefusalSpan<T>(operation: string, ctx: Context, open: () => T): T {
+  try {
+    return open();
+  } catch (err) {
+    if (isRefusal(err)) endRefusedSpan(trace.getTracer(TRACER_NAME).startSpan(operation, {}, ctx), err);
+    throw err;
+  }
+}
+
 /** Ends a span for work that was refused before it started. */
 export function endRefusedSpan(span: Span, err: unknown): void {
   span.setAttribute(ATTR_DEADLINE_OUTCOME, 'not_started');
@@ -158,15 +168,8 @@ export async function withDeadline<T>(options: DeadlineOptions, fn: (deadline: D
 /** @internal withDeadline ending `keepBeforeParentMs` before the active deadline (withAdmission). */
 export async function withDeadlineKeeping<T>(options: DeadlineOptions, keepBeforeParentMs: number, fn: (deadline: Deadline) => Promise<T> | T): Promise<T> {
   checkContextManager();
-  const tracer = trace.getTracer(TRACER_NAME);
   const outer = context.active();
-  let deadline: ManagedDeadline;
-  try {
-    deadline = openDeadlineUnder(parentFor(options), options, keepBeforeParentMs);
-  } catch (err) {
-    if (isRefusal(err)) endRefusedSpan(tracer.startSpan(options.operation, {}, outer), err);
-    throw err;
-  }
+  const deadline = withRefusalSpan(options.operation, outer, () => openDeadlineUnder(parentFor(options), options, keepBeforeParentMs));
   const inner = setDeadline(outer, deadline);
-  return runInSpan(tracer.startSpan(options.operation, {}, inner), inner, () => fn(deadline), () => deadline.dispose());
+  return runInSpan(trace.getTracer(TRACER_NAME).startSpan(options.operation, {}, inner), inner, () => fn(deadline), () => deadline.dispose());
 }

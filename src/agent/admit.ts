@@ -1,8 +1,8 @@
-import { context, trace } from '@opentelemetry/api';
+import { context } from '@opentelemetry/api';
 import { getDeadline } from '../context';
 import type { Deadline } from '../deadline';
 import { DeadlineCancelledError, DeadlineExceededError, InsufficientBudgetError } from '../errors';
-import { checkOperation, endRefusedSpan, isRefusal, TRACER_NAME, withDeadlineKeeping } from '../open';
+import { checkOperation, withDeadlineKeeping, withRefusalSpan } from '../open';
 import { checkDuration } from '../time';
 
 export interface AdmitOptions {
@@ -59,13 +59,7 @@ export async function withAdmission<T>(options: AdmissionOptions, fn: (deadline:
   const { operation, minUsefulMs, reserveMs } = options;
   checkOperation(operation);
   const timeoutMs = options.timeoutMs === undefined ? undefined : checkDuration('timeoutMs', options.timeoutMs);
-  let usable: number;
-  try {
-    usable = admit(minUsefulMs, { reserveMs, operation });
-  } catch (err) {
-    if (isRefusal(err)) endRefusedSpan(trace.getTracer(TRACER_NAME).startSpan(operation, {}, context.active()), err);
-    throw err;
-  }
+  const usable = withRefusalSpan(operation, context.active(), () => admit(minUsefulMs, { reserveMs, operation }));
   const cap = Math.min(usable, timeoutMs ?? Infinity);
   if (cap === Infinity) throw new TypeError('withAdmission needs an active deadline or a timeoutMs');
   // The reserve comes off the cutoff at opening, not off `usable`: a pause between reads would eat into it.

@@ -117,7 +117,6 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
 
   const outer = context.active();
   const parentDeadline = getDeadline(outer);
-  const tracer = trace.getTracer(TRACER_NAME);
   const calledAt = Date.now();
   const attributes: Attributes = { [ToolAttributes.GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_EXECUTE_TOOL, [ToolAttributes.GEN_AI_TOOL_NAME]: operation };
   if (toolCallId !== undefined) attributes[ToolAttributes.GEN_AI_TOOL_CALL_ID] = toolCallId;
@@ -140,7 +139,7 @@ export async function runTool<T>(operation: string, fn: (call: ToolCall) => Prom
 
   const deadline = own ?? parentDeadline;
   const base = own === undefined ? outer : setDeadline(outer, own);
-  const span = tracer.startSpan(operation, { kind: options.kind, startTime: calledAt, attributes }, base);
+  const span = trace.getTracer(TRACER_NAME).startSpan(operation, { kind: options.kind, startTime: calledAt, attributes }, base);
   event('tool.queued', span, deadline);
   if (refusal !== undefined) {
     event('tool.aborted', span, deadline, refusal);
