@@ -67,7 +67,7 @@ export class PgSession {
   }
 
   /** One statement cut in flight: settled once it has ended and its cancel, if `cancelSent`, has settled. */
-  openCut(cancelSent: boolean): PgCut {
+  openCut(cancelSent: boolean) {
     this.unsettled += 1;
     this.touched = true;
     let statementEnded = false;
@@ -86,10 +86,7 @@ export class PgSession {
   }
 }
 
-export interface PgCut {
-  statementEnd(): void;
-  cancelEnd(): void;
-}
+export type PgCut = ReturnType<PgSession['openCut']>;
 
 const sessions = new WeakMap<object, PgSession>();
 

@@ -85,10 +85,8 @@ function trustsCaller(settings: ResolvedConfig, call: ServerCallLike, path: stri
   return safeExecuteInTheMiddle(() => hook({ path, peer: call.getPeer(), metadata: call.metadata }), () => {}, true) === true;
 }
 
-type Run = (ctx: Context, callback: ServerCallback | undefined) => unknown;
-
 /** Admits one call, then runs its handler (`run`) under its deadline, unless it was refused. */
-function runGuarded(host: GrpcServerHost, Metadata: MetadataConstructor, method: MethodDefinitionLike, call: ServerCallLike, callback: ServerCallback | undefined, run: Run): unknown {
+function runGuarded(host: GrpcServerHost, Metadata: MetadataConstructor, method: MethodDefinitionLike, call: ServerCallLike, callback: ServerCallback | undefined, run: (ctx: Context, callback: ServerCallback | undefined) => unknown): unknown {
   const { path, requestStream, responseStream } = method;
   const ctx = context.active();
   const covering = coveringSpan(ctx, SpanKind.SERVER);

@@ -26,10 +26,7 @@ const TRACE_ID = /^([0-9a-f]{16}){1,2}$/i;
 
 /** A usage mistake: printed with a pointer to --help, exit 2. */
 export class UsageError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'UsageError';
-  }
+  override name = 'UsageError';
 }
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
