@@ -30,11 +30,8 @@ const CLEANUP_COMMANDS: Record<SqlDialect, ReadonlySet<string>> = {
 /** The role of `text` from its first words; `ROLLBACK/COMMIT PREPARED` are `work`. */
 export function sqlRole(text: unknown, dialect: SqlDialect): SqlRole {
   if (typeof text !== 'string') return 'work';
-  const scan = scanSql(text, dialect);
-  if (scan.several) return 'work';
-  const [first, second] = scan.words;
-  if (second === 'PREPARED') return 'work';
-  if (first === undefined) return 'work';
+  const { several, words: [first, second] } = scanSql(text, dialect);
+  if (several || first === undefined || second === 'PREPARED') return 'work';
   if (CLEANUP_COMMANDS[dialect].has(first)) return 'cleanup';
   if (first === 'COMMIT' || (first === 'END' && dialect === 'postgres')) return 'commit';
   if (first === 'BEGIN' || (first === 'START' && second === 'TRANSACTION')) return 'begin';
@@ -46,16 +43,11 @@ export function holdsSeveralStatements(text: unknown, dialect: SqlDialect): bool
   return typeof text === 'string' && scanSql(text, dialect).several;
 }
 
-interface SqlScan {
-  words: string[];
-  several: boolean;
-}
-
 /** Longest text looked at: longer text is taken as several statements (when unsure, assume more ran). */
 const MAX_SCAN = 1 << 20;
 
 /** One pass as the server's lexer reads the text: its first two words, stopping at a second statement. */
-function scanSql(text: string, dialect: SqlDialect): SqlScan {
+function scanSql(text: string, dialect: SqlDialect): { words: string[]; several: boolean } {
   const words: string[] = [];
   if (text.length > MAX_SCAN) return { words, several: true };
   const mysql = dialect === 'mysql';
@@ -64,18 +56,12 @@ function scanSql(text: string, dialect: SqlDialect): SqlScan {
   const n = text.length;
   while (i < n) {
     const c = text[i]!;
-    if (/\s/.test(c)) {
+    if (/\s/.test(c) || (ended && c === ';')) {
       i += 1;
       continue;
     }
-    if (ended) {
-      // After a `;`, anything but another `;` starts a second statement.
-      if (c === ';') {
-        i += 1;
-        continue;
-      }
-      if (!isCommentStart(text, i, mysql)) return { words, several: true };
-    }
+    // After a `;`, anything but another `;` starts a second statement.
+    if (ended && !isCommentStart(text, i, mysql)) return { words, several: true };
     const next = skipToken(text, i, mysql);
     if (next < 0) return { words, several: true };
     if (c === ';') ended = true;
