@@ -8,14 +8,11 @@ type MetadataReader = { get(key: string): unknown[] };
 /** Reads grpc-js Metadata as a text map (string values only; `-bin` keys carry Buffers). */
 export const METADATA_GETTER: TextMapGetter<MetadataReader> = {
   get(carrier, key) {
-    const values = carrier.get(key);
-    if (values.length === 0) return undefined;
-    const strings = values.filter((value): value is string => typeof value === 'string');
+    const strings = carrier.get(key).filter((value): value is string => typeof value === 'string');
     return strings.length === 0 ? undefined : strings;
   },
   keys(carrier) {
-    const map = (carrier as { getMap?: () => Record<string, unknown> }).getMap?.();
-    return map === undefined ? [] : Object.keys(map);
+    return Object.keys((carrier as { getMap?: () => Record<string, unknown> }).getMap?.() ?? {});
   },
 };
 
