@@ -70,7 +70,7 @@ function wholeNumber(flag: string, value: string | undefined, fallback: number, 
   return n;
 }
 
-const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+export const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 /** `90s`, `30m`, `1h`, `2d`: Jaeger UI's lookback spellings. */
 export function parseDuration(value: string): number | undefined {

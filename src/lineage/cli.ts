@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { writeFile } from 'node:fs/promises';
-import { HELP, parseCliArgs, UsageError, type CliOptions } from './args';
+import { HELP, parseCliArgs, UNIT_MS, UsageError, type CliOptions } from './args';
 import { isUrl, LineageInputError, loadTraces } from './load';
 import { buildTreeWith, hasViolation, isLate, type LineageTree } from './tree';
 import { renderText } from './text';
@@ -38,10 +38,8 @@ async function showTraces(options: CliOptions, io: CliIo): Promise<number> {
 }
 
 function lookbackText(ms: number): string {
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000]] as const) {
-    if (ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return `${ms / 1000}s`;
+  const unit = ['d', 'h', 'm'].find((u) => ms % UNIT_MS[u] === 0) ?? 's';
+  return `${ms / UNIT_MS[unit]}${unit}`;
 }
 
 async function search(options: CliOptions & { service: string }, io: CliIo): Promise<number> {

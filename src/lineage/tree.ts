@@ -72,10 +72,9 @@ export function buildTreeWith(trace: LineageTrace, options: TreeOptions): Lineag
   const ordered: LineageNode[] = [];
   // Iterative walk: a trace can be deep, and a cycle in bad input must not recurse forever.
   const seen = new Set<LineageNode>();
-  const stack: { node: LineageNode; depth: number; last: boolean; ancestorsLast: boolean[] }[] = [];
-  for (let i = roots.length - 1; i >= 0; i--) {
-    stack.push({ node: roots[i], depth: 0, last: i === roots.length - 1, ancestorsLast: [] });
-  }
+  const stack: { node: LineageNode; depth: number; last: boolean; ancestorsLast: boolean[] }[] = roots
+    .map((node, i) => ({ node, depth: 0, last: i === roots.length - 1, ancestorsLast: [] }))
+    .reverse();
   while (stack.length > 0) {
     const { node, depth, last, ancestorsLast } = stack.pop()!;
     if (seen.has(node)) continue;
