@@ -93,14 +93,8 @@ export interface AdmitEnvelopeOptions {
   parent?: Deadline | null;
 }
 
-interface Admission {
-  deadline: DeadlineNode;
-  /** Set when the work must not start. */
-  refusal: Error | undefined;
-  envelope: DeadlineEnvelope;
-}
-
-function build(input: unknown, options: AdmitEnvelopeOptions): Admission {
+/** The job's deadline, and the refusal (if any) to throw instead of starting it. */
+function build(input: unknown, options: AdmitEnvelopeOptions) {
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
   const envelope = readDeadlineEnvelope(input);
   const operation = checkOperation(options.operation ?? 'queue.job');

@@ -240,13 +240,11 @@ export async function retryWithinDeadline<T>(
 }
 
 function markFailure(span: Span, err: unknown): void {
-  if (isRefusal(err)) {
-    // Attempts ran, so the call did start: it ran out of budget or was cancelled.
-    span.setAttribute(ATTR_DEADLINE_OUTCOME, abortCodeOf(err) === 'CANCELLED' ? 'cancelled' : 'expired');
-    span.setAttribute(ATTR_DEADLINE_ABORT_CODE, abortCodeOf(err));
-    span.setAttribute(ATTR_DEADLINE_ABORT_REASON, describeAbortReason(err));
-    span.setStatus({ code: SpanStatusCode.ERROR, message: abortCodeOf(err) });
-  } else {
-    span.setStatus({ code: SpanStatusCode.ERROR, message: errorType(err) });
-  }
+  const code = isRefusal(err) ? abortCodeOf(err) : undefined;
+  span.setStatus({ code: SpanStatusCode.ERROR, message: code ?? errorType(err) });
+  if (code === undefined) return;
+  // Attempts ran, so the call did start: it ran out of budget or was cancelled.
+  span.setAttribute(ATTR_DEADLINE_OUTCOME, code === 'CANCELLED' ? 'cancelled' : 'expired');
+  span.setAttribute(ATTR_DEADLINE_ABORT_CODE, code);
+  span.setAttribute(ATTR_DEADLINE_ABORT_REASON, describeAbortReason(err));
 }
