@@ -10,7 +10,8 @@ const { OUTCOME, ABORT_CODE, ABORT_REASON, WOULD_ABORT, WOULD_REJECT } = Deadlin
  * so a call awaited after its scope ended still stops at the cutoff, and writes the outcome on every span it is shown.
  */
 export class CallGuard {
-  private readonly spans: Span[] = [];
+  /** Made on the first span, and a Set, not an array literal: see Subscription in src/deadline-node.ts. */
+  private spans: Set<Span> | undefined;
   private attributes: Record<string, string | boolean> = {};
   private stopWatching: (() => void) | undefined;
 
@@ -20,8 +21,9 @@ export class CallGuard {
   ) {}
 
   addSpan(span: Span): void {
-    if (this.spans.includes(span)) return;
-    this.spans.push(span);
+    this.spans ??= new Set();
+    if (this.spans.has(span)) return;
+    this.spans.add(span);
     span.setAttributes(this.attributes);
   }
 
@@ -78,6 +80,6 @@ export class CallGuard {
   record(attributes: Record<string, string | boolean>): void {
     this.attributes = { ...this.attributes, ...attributes };
     // An ended span keeps what it has (writing would only log the SDK's warning).
-    for (const span of this.spans) if (span.isRecording()) span.setAttributes(attributes);
+    for (const span of this.spans ?? []) if (span.isRecording()) span.setAttributes(attributes);
   }
 }
