@@ -1,5 +1,5 @@
 import { context, type Span } from '@opentelemetry/api';
-import { budgetLeft, refusalAt, refusalFor } from '../call/budget';
+import { budgetLeft, mayStart, refusalAt, refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { wrapMethod, type MethodPatch } from '../wrap';
 import { type AnyFunction, type Exports, makeOpensOutsideDeadline, statementDeadline } from './driver-call';
@@ -90,7 +90,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       const guard = new RedisCommandGuard(deadline, observe, 'redis', undefined, command);
       if (outerSpan !== undefined) guard.adoptSpan(outerSpan);
       const left = budgetLeft(deadline);
-      const refusal = refusalAt(deadline, left, guard.operation, settings.minUsefulMs);
+      const refusal = mayStart(left, settings.minUsefulMs) ? undefined : refusalAt(deadline, left, guard.operation, settings.minUsefulMs);
       // Our own span unless instrumentation-ioredis makes one: below us (if the command reaches it), or on top.
       if (needsOwnSpan(outerSpan, original, (this as Exports).sendCommand, owner, refusal !== undefined)) {
         guard.startOwnSpan(host.tracer, ctx, ownSpanShape(this as Exports, guard.name));
@@ -108,7 +108,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
         }
         guard.markWouldReject();
       }
-      if (!observe && commandKind(command.name).blocking) {
+      if (!observe && guard.kind.blocking) {
         guard.deliversLateReply = clampBlockingTimeout(guard.name, command.args, left);
       }
       const cleanup = cleanupAfterCut(guard.name);

@@ -61,12 +61,15 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
   /** For a MULTI or WATCH sent on its own: ends the state it may have opened when the cutoff rejects it. */
   afterCut: (() => void) | undefined = undefined;
 
+  /** The command's name in lower case, and what the guard does with it. */
+  readonly kind = commandKind(this.command.name);
+
   private get command(): RedisCommand {
     return this.subject as RedisCommand;
   }
 
   get name(): string {
-    return commandKind(this.command.name).name;
+    return this.kind.name;
   }
 
   override get operation(): string {

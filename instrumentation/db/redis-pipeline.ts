@@ -86,7 +86,7 @@ export function makePipelineSendCommand(host: ClientHost, owner: object) {
       // Parented where its caller queued it, unless instrumentation-ioredis makes a span when it is written.
       if (!instrumentedElsewhere(pipeline.redis ?? {}, owner)) guard.startOwnSpan(host.tracer, ctx, ownSpanShape(pipeline.redis ?? {}, guard.name));
       // A blocking command (BLPOP in a batch) is never released before its reply: that reply may carry an element.
-      guard.deliversLateReply = !guard.observe && commandKind(command.name).blocking && blockingTimeoutIndex(guard.name, command.args) >= 0;
+      guard.deliversLateReply = !guard.observe && guard.kind.blocking && blockingTimeoutIndex(guard.name, command.args) >= 0;
       guard.settleOnReply();
       lastQueued = guard;
       return original.apply(this, args);

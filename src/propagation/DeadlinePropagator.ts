@@ -78,8 +78,11 @@ export class DeadlinePropagator implements TextMapPropagator {
       const atMs = String(Math.floor(deadline.expiresAtMs));
       setter.set(carrier, HEADER_REMAINING_MS, String(Math.floor(deadline.remainingMs())));
       setter.set(carrier, HEADER_AT_MS, atMs);
-      // Through OTel's own baggage codec, so the user's entries keep their encoding.
-      const bag = (propagation.getBaggage(ctx) ?? propagation.createBaggage()).setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });
+      // Through OTel's own baggage codec, so the user's entries keep their encoding. setDeadline has
+      // usually put this very entry in the context's baggage already.
+      const current = propagation.getBaggage(ctx);
+      if (current?.getEntry(BAGGAGE_DEADLINE_KEY)?.value === atMs) return this.baggageCodec.inject(ctx, carrier, setter);
+      const bag = (current ?? propagation.createBaggage()).setEntry(BAGGAGE_DEADLINE_KEY, { value: atMs });
       this.baggageCodec.inject(propagation.setBaggage(ctx, bag), carrier, setter);
     } catch (err) {
       // A propagator must never break the request it rides on; say why nothing was written.

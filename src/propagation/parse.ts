@@ -23,7 +23,10 @@ type ParseOne = (item: string) => number | undefined;
  * it. Bounded in length and count.
  */
 export function smallest(raw: HeaderValue, parseOne: ParseOne, maxLength = MAX_HEADER_VALUE_LENGTH, maxItems = MAX_LIST_ITEMS): number | undefined {
-  const values: unknown[] = raw === undefined ? [] : Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
+  // Most headers asked for are absent, and most present ones hold one value: neither needs a list.
+  if (raw === undefined) return undefined;
+  if (typeof raw === 'string' && !raw.includes(',')) return raw.length > maxLength ? undefined : parseOne(raw.trim());
+  const values: unknown[] = Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
   let best: number | undefined;
   for (const value of values) {
     if (typeof value !== 'string' || value.length > maxLength) continue;
