@@ -25,7 +25,11 @@ type ParseOne = (item: string) => number | undefined;
 export function smallest(raw: HeaderValue, parseOne: ParseOne, maxLength = MAX_HEADER_VALUE_LENGTH, maxItems = MAX_LIST_ITEMS): number | undefined {
   // Most headers asked for are absent, and most present ones hold one value: neither needs a list.
   if (raw === undefined) return undefined;
-  if (typeof raw === 'string' && !raw.includes(',')) return raw.length > maxLength ? undefined : parseOne(raw.trim());
+  if (typeof raw === 'string') {
+    // The length first: a hostile 1 MiB value is not even scanned for a comma.
+    if (raw.length > maxLength) return undefined;
+    if (!raw.includes(',')) return parseOne(raw.trim());
+  }
   const values: unknown[] = Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
   let best: number | undefined;
   for (const value of values) {
