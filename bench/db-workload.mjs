@@ -11,14 +11,19 @@
 //   without the database guard;
 // - 'guard-on': the same with the guards on, so each statement is guarded;
 // - 'idle': guards on, no deadline active (the path that must cost one
-//   context read).
+//   context read);
+// - 'floor-off' / 'floor-on': not the package but bare stand-ins for the
+//   least work of the deadline contract (bench/contract-floor.mjs): its span
+//   processor, every statement under a deadline; 'floor-on' adds, per
+//   statement, the refusal check and a cutoff timer cleared at the reply.
 import { createRequire } from 'node:module';
+import * as contractFloor from './contract-floor.mjs';
 
 const require = createRequire(import.meta.url);
 
-export const MODES = Object.freeze(['none', 'guard-off', 'guard-on', 'idle']);
+export const MODES = Object.freeze(['none', 'guard-off', 'guard-on', 'idle', 'floor-off', 'floor-on']);
 /** What each mode is compared with: the guard with the guard switched off, the rest with no plugin. */
-export const BASELINE = Object.freeze({ 'guard-off': 'none', 'guard-on': 'guard-off', idle: 'none' });
+export const BASELINE = Object.freeze({ 'guard-off': 'none', 'guard-on': 'guard-off', idle: 'none', 'floor-off': 'none', 'floor-on': 'floor-off' });
 /** Workers running at once in the throughput workloads, and the pg pool's size. */
 export const CONCURRENCY = 8;
 /** A budget no statement comes near: the guard arms and disarms, the cutoff never fires. */
@@ -34,7 +39,9 @@ export async function startWorkload(mode) {
   const { BasicTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
   const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg');
   const { IORedisInstrumentation } = require('@opentelemetry/instrumentation-ioredis');
-  const lib = mode === 'none' ? undefined : require('../dist/cjs/src/index.js');
+  const floor = mode.startsWith('floor');
+  const lib = mode === 'none' || floor ? undefined : require('../dist/cjs/src/index.js');
+  const hooks = mode === 'floor-on' ? contractFloor.floorHooks(api) : undefined;
 
   const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
   const guardOff = mode === 'guard-off' ? { pg: false, ioredis: false } : {};
@@ -44,6 +51,7 @@ export async function startWorkload(mode) {
     new BasicTracerProvider({
       spanProcessors: [
         ...(lib === undefined ? [] : [new lib.DeadlineSpanProcessor()]),
+        ...(floor ? [new contractFloor.FloorSpanProcessor(api)] : []),
         new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: 512, scheduledDelayMillis: 2 ** 31 - 1 }),
       ],
     }),
@@ -65,17 +73,19 @@ export async function startWorkload(mode) {
   const redis = new Redis({ host: '127.0.0.1', port: 6379 });
   await redis.set(REDIS_KEY, 'v');
 
-  const operations = {
+  const statements = {
     'pg-throughput': { concurrency: CONCURRENCY, op: () => pool.query('SELECT 1') },
     'pg-latency': { concurrency: 1, op: () => client.query('SELECT 1') },
     'redis-throughput': { concurrency: CONCURRENCY, op: () => redis.get(REDIS_KEY) },
   };
+  const operations = hooks ? Object.fromEntries(Object.entries(statements).map(([name, { concurrency, op }]) => [name, { concurrency, op: floorGuarded(hooks, op) }])) : statements;
 
   /** Runs `workload` for `seconds`, or `count` operations; resolves with its figures. */
   async function run(workload, { seconds, count }) {
     const { concurrency, op } = operations[workload];
     const scope = mode === 'guard-on' || mode === 'guard-off' ? lib.openDeadline({ operation: 'bench', timeoutMs: BUDGET_MS, parent: null }) : undefined;
-    const ctx = scope === undefined ? api.context.active() : lib.setDeadline(api.context.active(), scope);
+    const active = api.context.active();
+    const ctx = floor ? contractFloor.withFloorDeadline(api, active, BUDGET_MS) : scope === undefined ? active : lib.setDeadline(active, scope);
     const latenciesUs = [];
     let started = 0;
     const end = seconds === undefined ? Infinity : performance.now() + seconds * 1000;
@@ -110,6 +120,19 @@ export async function startWorkload(mode) {
   }
 
   return { run, close };
+}
+
+/** `op` as the contract floor guards a statement: refused past the cutoff, a timer from the hand-off to the reply. */
+function floorGuarded(hooks, op) {
+  return async () => {
+    if (!hooks.admit()) throw new Error('refused: the cutoff has passed');
+    const timer = hooks.startCall();
+    try {
+      return await op();
+    } finally {
+      if (timer !== undefined) hooks.endCall(timer);
+    }
+  };
 }
 
 /** The workload of bench/callgrind.mjs: `CONFIG` is `workload/mode`, such as `redis-throughput/guard-on`. */

@@ -11,7 +11,7 @@
 //   the deadline metadata and guards each call, the server admits each call
 //   and runs the handler under the deadline;
 // - 'floor': not the package: bare stand-ins for the least work the deadline
-//   contract itself needs (bench/grpc-contract-floor.mjs), calls under a
+//   contract itself needs (bench/contract-floor.mjs), calls under a
 //   deadline as in 'contract', for comparison.
 // Every mode passes a `deadline` option of its own to each call, as gRPC
 // callers usually do.
@@ -41,18 +41,18 @@ export async function startGrpc(mode, { budgetMs = 60_000, exportBatch = 4_096, 
   const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
   const { GrpcInstrumentation } = require('@opentelemetry/instrumentation-grpc');
   const lib = require('../dist/cjs/src/index.js');
-  const floor = withFloor ? await import('./grpc-contract-floor.mjs') : undefined;
-  const hooks = floor?.grpcFloorHooks(api);
+  const floor = withFloor ? await import('./contract-floor.mjs') : undefined;
+  const hooks = floor?.floorHooks(api);
 
   const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
   const propagators = [new W3CTraceContextPropagator(), new W3CBaggagePropagator()];
   if (withContract) propagators.push(new lib.DeadlinePropagator());
-  if (floor) propagators.push(new floor.GrpcFloorPropagator());
+  if (floor) propagators.push(new floor.FloorPropagator(api));
   const sdk = new NodeSDK({
     textMapPropagator: new CompositePropagator({ propagators }),
     spanProcessors: [
       ...(withContract ? [new lib.DeadlineSpanProcessor()] : []),
-      ...(floor ? [new floor.GrpcFloorSpanProcessor(api)] : []),
+      ...(floor ? [new floor.FloorSpanProcessor(api)] : []),
       new BatchSpanProcessor(noopExporter, {
         maxQueueSize: 65_536,
         maxExportBatchSize: exportBatch,
@@ -69,7 +69,7 @@ export async function startGrpc(mode, { budgetMs = 60_000, exportBatch = 4_096, 
 
   const server = new grpc.Server();
   const handler = (call, callback) => callback(null, { text: call.request.text });
-  server.addService(Echo.service, { Unary: hooks ? hooks.serve(handler) : handler });
+  server.addService(Echo.service, { Unary: hooks ? hooks.serveGrpc(handler) : handler });
   const port = await new Promise((resolve, reject) =>
     server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
   );

@@ -11,15 +11,19 @@
 //   instrumentation-undici (which also sees fetch), W3C trace-context and
 //   baggage propagators, and a batch span processor with a no-op exporter;
 // - 'plugin': 'otel' plus the deadline plugin as the quick start sets it up
-//   (DeadlinePropagator, DeadlineSpanProcessor, DeadlineInstrumentation).
+//   (DeadlinePropagator, DeadlineSpanProcessor, DeadlineInstrumentation);
+// - 'floor': 'otel' plus, not the package, bare stand-ins for the least work
+//   the deadline contract itself needs (bench/contract-floor.mjs): the two
+//   servers' handlers and the three calls are wrapped by hand.
 // Requests carry `x-deadline-remaining-ms`, so with the plugin every hop is
 // admitted under a deadline and every outgoing call is guarded.
 import { createRequire } from 'node:module';
 import { drive } from './socket-driver.mjs';
+import * as contractFloor from './contract-floor.mjs';
 
 const require = createRequire(import.meta.url);
 
-export const MODES = Object.freeze(['bare', 'otel', 'plugin']);
+export const MODES = Object.freeze(['bare', 'otel', 'plugin', 'floor']);
 /** A budget the chain cannot use up, even 100 times slower under valgrind. */
 export const BUDGET_MS = 600_000;
 /** The body every request to the front carries. */
@@ -35,15 +39,23 @@ function startSdk(mode, { exportBatch, exportDelayMs }) {
   const { UndiciInstrumentation } = require('@opentelemetry/instrumentation-undici');
   const lib = mode === 'plugin' ? require('../dist/cjs/src/index.js') : undefined;
   const deadline = lib && new lib.DeadlineInstrumentation();
+  const api = require('@opentelemetry/api');
+  const floor = mode === 'floor';
   const noopExporter = { export: (_items, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
   const sdk = new NodeSDK({
     textMapPropagator: new CompositePropagator({
-      propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), ...(lib ? [new lib.DeadlinePropagator()] : [])],
+      propagators: [
+        new W3CTraceContextPropagator(),
+        new W3CBaggagePropagator(),
+        ...(lib ? [new lib.DeadlinePropagator()] : []),
+        ...(floor ? [new contractFloor.FloorPropagator(api)] : []),
+      ],
     }),
     // Without a reader of its own the SDK would try an OTLP export every 60 s to a collector that is not there.
     metricReaders: [new PeriodicExportingMetricReader({ exporter: noopExporter, exportIntervalMillis: exportDelayMs, exportTimeoutMillis: Math.min(30_000, exportDelayMs) })],
     spanProcessors: [
       ...(lib ? [new lib.DeadlineSpanProcessor()] : []),
+      ...(floor ? [new contractFloor.FloorSpanProcessor(api)] : []),
       new BatchSpanProcessor(noopExporter, { maxQueueSize: 65_536, maxExportBatchSize: exportBatch, scheduledDelayMillis: exportDelayMs }),
     ],
     instrumentations: [
@@ -113,8 +125,11 @@ export async function startChain(mode, { exportBatch = 4_096, exportDelayMs = 5_
   const httpClient = require('node:http');
   const undici = require('undici');
   const agent = new httpClient.Agent({ keepAlive: true, maxSockets: 64 });
+  // 'floor': each call is timed from before it is made until its reply body is read.
+  const hooks = mode === 'floor' ? contractFloor.floorHooks(require('@opentelemetry/api')) : undefined;
+  const serve = hooks ? hooks.serveHttp : (handler) => handler;
 
-  const back = await listen(httpClient, backHandler);
+  const back = await listen(httpClient, serve(backHandler));
   const backPort = back.address().port;
   const backUrl = `http://127.0.0.1:${backPort}`;
   const getStock = (sku) =>
@@ -126,26 +141,32 @@ export async function startChain(mode, { exportBatch = 4_096, exportDelayMs = 5_
       req.end();
     });
 
-  const front = await listen(httpClient, async (req, res) => {
+  const front = await listen(httpClient, serve(async (req, res) => {
     try {
       const input = JSON.parse(await readBody(req));
+      const createTimer = hooks?.startCall();
       const created = await fetch(`${backUrl}/orders`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json', 'x-request-id': 'bench-1' },
         body: JSON.stringify({ sku: input.sku, quantity: input.quantity }),
       });
       const order = await created.json();
+      if (createTimer !== undefined) hooks.endCall(createTimer);
+      const detailsTimer = hooks?.startCall();
       const { statusCode, body } = await undici.request(`${backUrl}/orders/${order.id}`, {
         method: 'GET',
         headers: { accept: 'application/json', 'x-request-id': 'bench-1' },
       });
       const details = await body.json();
+      if (detailsTimer !== undefined) hooks.endCall(detailsTimer);
+      const stockTimer = hooks?.startCall();
       const stock = await getStock(input.sku);
+      if (stockTimer !== undefined) hooks.endCall(stockTimer);
       answerJson(res, 200, { order: details.id, status: statusCode === 200 ? details.status : 'unknown', available: stock.available });
     } catch (err) {
       if (!res.headersSent) answerJson(res, 502, { error: err.name });
     }
-  });
+  }));
 
   async function close() {
     agent.destroy();

@@ -7,16 +7,18 @@
 //
 // - http: the chain of bench/http-chain.mjs (a JSON front making a fetch
 //   POST, an undici.request GET and an http.request through a keep-alive
-//   agent), bare Node, with OpenTelemetry's http and undici tracing, and with
-//   the plugin. Target: the plugin's added instructions at most 40 % of
+//   agent), bare Node, with OpenTelemetry's http and undici tracing, with the
+//   plugin, and with the contract floor (bench/contract-floor.mjs) in the
+//   plugin's place. Target: the plugin's added instructions at most 40 % of
 //   OpenTelemetry's own added instructions.
 // - db: PostgreSQL `SELECT 1` through a pg pool and Redis `GET` through
 //   ioredis, 8 at a time (bench/db-workload.mjs), with the driver's OTel
-//   instrumentation; the plugin with the database guards off and on. Target:
-//   the guard at most 5 % over the statement without it.
+//   instrumentation; the plugin with the database guards off and on, and the
+//   contract floor without and with its per-statement part. Target: the guard
+//   at most 5 % over the statement without it.
 // - grpc: unary calls, 32 in flight (bench/grpc-workload.mjs), with
 //   instrumentation-grpc; the whole plugin, and the contract floor
-//   (bench/grpc-contract-floor.mjs). Target: the plugin's added instructions
+//   (bench/contract-floor.mjs). Target: the plugin's added instructions
 //   at most 1.3 times the floor's.
 //
 // Figures are instructions per operation in the counted windows, with and
@@ -41,14 +43,19 @@ const KINDS = {
       { config: 'bare', name: 'bare Node (no OpenTelemetry)' },
       { config: 'otel', name: 'OpenTelemetry http + undici tracing' },
       { config: 'plugin', name: 'OpenTelemetry + the deadline plugin' },
+      { config: 'floor', name: 'OpenTelemetry + the contract floor (stand-ins, not the package)' },
     ],
     figures: (v) => {
       const otel = v.otel - v.bare;
       const plugin = v.plugin - v.otel;
+      const floor = v.floor - v.otel;
       return [
         ["OpenTelemetry's own added (otel − bare)", fmt(otel)],
         ['the plugin added (plugin − otel)', fmt(plugin)],
         ["the plugin's added / OpenTelemetry's own added", pct(plugin / otel), 'at most 40 %', plugin / otel <= 0.4],
+        ['the contract floor added (floor − otel)', fmt(floor)],
+        ["the floor's added / OpenTelemetry's own added", pct(floor / otel)],
+        ["the plugin's added / the floor's added", `${fmt(plugin / floor, 2)}×`],
       ];
     },
   },
@@ -62,14 +69,19 @@ const KINDS = {
       { config: `${workload}/none`, name: `${workload}: driver + its OTel instrumentation` },
       { config: `${workload}/guard-off`, name: `${workload}: + the plugin, database guard off` },
       { config: `${workload}/guard-on`, name: `${workload}: + the plugin, database guard on` },
+      { config: `${workload}/floor-off`, name: `${workload}: + the contract floor, no per-statement part` },
+      { config: `${workload}/floor-on`, name: `${workload}: + the contract floor, with its per-statement part` },
     ]),
     figures: (v) =>
       ['pg-throughput', 'redis-throughput'].flatMap((w) => {
         const guard = v[`${w}/guard-on`] - v[`${w}/guard-off`];
         const plugin = v[`${w}/guard-on`] - v[`${w}/none`];
+        const floorGuard = v[`${w}/floor-on`] - v[`${w}/floor-off`];
         return [
           [`${w}: the guard (guard on − guard off)`, `${sign(guard)} (${pct(guard / v[`${w}/guard-off`], true)})`, 'at most +5 %', guard / v[`${w}/guard-off`] <= 0.05],
           [`${w}: the whole plugin (guard on − none)`, `${sign(plugin)} (${pct(plugin / v[`${w}/none`], true)})`],
+          [`${w}: the floor's per-statement part (floor on − floor off)`, `${sign(floorGuard)} (${pct(floorGuard / v[`${w}/floor-off`], true)})`],
+          [`${w}: the guard / the floor's per-statement part`, `${fmt(guard / floorGuard, 2)}×`],
         ];
       }),
   },
