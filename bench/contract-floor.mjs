@@ -21,6 +21,8 @@
 //   (hop entries) one `deadline.remaining` histogram record;
 // - a timer per outgoing call or statement, cleared when it settles (work in
 //   flight must be cut at the cutoff), set where the workload makes the call;
+//   an HTTP call also gets the `signal` option, of an AbortController the
+//   timer would abort: fetch can be cut through nothing else;
 // - a listener on each incoming call for the caller's cancellation (HTTP
 //   `close`, gRPC `cancelled`), put on where the handler starts.
 const DEADLINE = Symbol('contract-floor deadline');
@@ -116,8 +118,8 @@ export class FloorSpanProcessor {
 /**
  * The per-call pieces outside OTel's hooks: the servers' handler wrappers
  * (refusing work whose cutoff has passed), and `startCall()` before an
- * outgoing call or statement, its cutoff timer if a deadline is active, with
- * `endCall(timer)` when it settles.
+ * outgoing call or statement, its cutoff timer if a deadline is active (or
+ * `startSignalledCall()`, its timer and signal), with `endCall(timer)` when it settles.
  */
 export function floorHooks(api) {
   const active = () => api.context.active().getValue(DEADLINE);
@@ -149,6 +151,15 @@ export function floorHooks(api) {
       const timer = setTimeout(noop, deadline.cutoff - performance.now());
       timer.unref();
       return timer;
+    },
+    /** An HTTP call's watch: `signal` for the call's options, `timer` for endCall. */
+    startSignalledCall() {
+      const deadline = active();
+      if (deadline === undefined) return undefined;
+      const controller = new AbortController();
+      const timer = setTimeout(() => controller.abort(), deadline.cutoff - performance.now());
+      timer.unref();
+      return { signal: controller.signal, timer };
     },
     endCall: (timer) => clearTimeout(timer),
   };

@@ -7,7 +7,7 @@
 // propagator and span processor and calls under a deadline (600 s, so none is
 // cut); "with" adds DeadlineInstrumentation; "floor" is not the package but
 // bare stand-ins for the least work the deadline contract needs
-// (bench/grpc-contract-floor.mjs). All pass the same `deadline` option (600 s)
+// (bench/contract-floor.mjs). All pass the same `deadline` option (600 s)
 // of their own, as gRPC callers usually do.
 //
 // The parent asks each child in turn for a batch of CALLS calls, CONCURRENCY

@@ -125,16 +125,17 @@ export async function startChain(mode, { exportBatch = 4_096, exportDelayMs = 5_
   const httpClient = require('node:http');
   const undici = require('undici');
   const agent = new httpClient.Agent({ keepAlive: true, maxSockets: 64 });
-  // 'floor': each call is timed from before it is made until its reply body is read.
+  // 'floor': each call is watched from before it is made until its reply body is read, and gets the watch's signal.
   const hooks = mode === 'floor' ? contractFloor.floorHooks(require('@opentelemetry/api')) : undefined;
   const serve = hooks ? hooks.serveHttp : (handler) => handler;
 
   const back = await listen(httpClient, serve(backHandler));
   const backPort = back.address().port;
   const backUrl = `http://127.0.0.1:${backPort}`;
-  const getStock = (sku) =>
+  const getStock = (sku, signal) =>
     new Promise((resolve, reject) => {
-      const req = httpClient.request({ host: '127.0.0.1', port: backPort, path: `/stock/${sku}`, method: 'GET', agent, headers: { accept: 'application/json' } }, (reply) =>
+      const options = { host: '127.0.0.1', port: backPort, path: `/stock/${sku}`, method: 'GET', agent, headers: { accept: 'application/json' }, signal };
+      const req = httpClient.request(options, (reply) =>
         readBody(reply).then((text) => resolve(JSON.parse(text)), reject),
       );
       req.once('error', reject);
@@ -144,24 +145,26 @@ export async function startChain(mode, { exportBatch = 4_096, exportDelayMs = 5_
   const front = await listen(httpClient, serve(async (req, res) => {
     try {
       const input = JSON.parse(await readBody(req));
-      const createTimer = hooks?.startCall();
+      const createWatch = hooks?.startSignalledCall();
       const created = await fetch(`${backUrl}/orders`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json', 'x-request-id': 'bench-1' },
+        signal: createWatch?.signal,
         body: JSON.stringify({ sku: input.sku, quantity: input.quantity }),
       });
       const order = await created.json();
-      if (createTimer !== undefined) hooks.endCall(createTimer);
-      const detailsTimer = hooks?.startCall();
+      if (createWatch !== undefined) hooks.endCall(createWatch.timer);
+      const detailsWatch = hooks?.startSignalledCall();
       const { statusCode, body } = await undici.request(`${backUrl}/orders/${order.id}`, {
         method: 'GET',
         headers: { accept: 'application/json', 'x-request-id': 'bench-1' },
+        signal: detailsWatch?.signal,
       });
       const details = await body.json();
-      if (detailsTimer !== undefined) hooks.endCall(detailsTimer);
-      const stockTimer = hooks?.startCall();
-      const stock = await getStock(input.sku);
-      if (stockTimer !== undefined) hooks.endCall(stockTimer);
+      if (detailsWatch !== undefined) hooks.endCall(detailsWatch.timer);
+      const stockWatch = hooks?.startSignalledCall();
+      const stock = await getStock(input.sku, stockWatch?.signal);
+      if (stockWatch !== undefined) hooks.endCall(stockWatch.timer);
       answerJson(res, 200, { order: details.id, status: statusCode === 200 ? details.status : 'unknown', available: stock.available });
     } catch (err) {
       if (!res.headersSent) answerJson(res, 502, { error: err.name });
