@@ -19,10 +19,12 @@
 // - on each span under a deadline: the eight attributes a completed span
 //   carries, written once at its end with `setAttributes`, and on server spans
 //   (hop entries) one `deadline.remaining` histogram record;
-// - a timer per outgoing call or statement, cleared when it settles (work in
-//   flight must be cut at the cutoff), set where the workload makes the call;
-//   an HTTP call also gets the `signal` option, of an AbortController the
-//   timer would abort: fetch can be cut through nothing else;
+// - work in flight must be cut at the cutoff: a timer per outgoing call,
+//   cleared when it settles, set where the workload makes the call; an HTTP
+//   call also gets the `signal` option, of an AbortController the timer would
+//   abort (fetch can be cut through nothing else); a database statement joins
+//   the set of its deadline's statements in flight (one timer per deadline)
+//   from the driver instrumentation's request hook to its response hook;
 // - a listener on each incoming call for the caller's cancellation (HTTP
 //   `close`, gRPC `cancelled`), put on where the handler starts.
 const DEADLINE = Symbol('contract-floor deadline');
@@ -115,6 +117,37 @@ export class FloorSpanProcessor {
   }
 }
 
+/** Per deadline: its statements in flight, and the one timer that would cut them. */
+function statementsInFlight(deadline) {
+  if (deadline.statements === undefined) {
+    deadline.statements = new Set();
+    setTimeout(() => deadline.statements.clear(), deadline.cutoff - performance.now()).unref();
+  }
+  return deadline.statements;
+}
+
+/**
+ * A database statement's part, as the `requestHook` and `responseHook` of a
+ * driver instrumentation (instrumentation-pg, -ioredis), which call them in
+ * the caller's context as it hands the statement to the driver, and on the
+ * reply. A hook cannot refuse a statement: the check is there for its cost.
+ */
+export function floorStatementHooks(api) {
+  const watchedBy = new WeakMap();
+  return {
+    requestHook(span) {
+      const deadline = api.context.active().getValue(DEADLINE);
+      if (deadline === undefined || deadline.cutoff <= performance.now()) return;
+      const statements = statementsInFlight(deadline);
+      statements.add(span);
+      watchedBy.set(span, statements);
+    },
+    responseHook(span) {
+      watchedBy.get(span)?.delete(span);
+    },
+  };
+}
+
 /**
  * The per-call pieces outside OTel's hooks: the servers' handler wrappers
  * (refusing work whose cutoff has passed), and `startCall()` before an
@@ -128,8 +161,6 @@ export function floorHooks(api) {
     return deadline === undefined || deadline.cutoff > performance.now();
   };
   return {
-    /** False when the active deadline's cutoff has passed: refuse the work. */
-    admit,
     /** A node:http request handler: admitted, and watched for the caller's going away. */
     serveHttp: (handler) => (req, res) => {
       if (!admit()) {

@@ -14,8 +14,8 @@
 //   context read);
 // - 'floor-off' / 'floor-on': not the package but bare stand-ins for the
 //   least work of the deadline contract (bench/contract-floor.mjs): its span
-//   processor, every statement under a deadline; 'floor-on' adds, per
-//   statement, the refusal check and a cutoff timer cleared at the reply.
+//   processor, every statement under a deadline; 'floor-on' adds its
+//   per-statement part in the driver instrumentations' request and response hooks.
 import { createRequire } from 'node:module';
 import * as contractFloor from './contract-floor.mjs';
 
@@ -41,7 +41,7 @@ export async function startWorkload(mode) {
   const { IORedisInstrumentation } = require('@opentelemetry/instrumentation-ioredis');
   const floor = mode.startsWith('floor');
   const lib = mode === 'none' || floor ? undefined : require('../dist/cjs/src/index.js');
-  const hooks = mode === 'floor-on' ? contractFloor.floorHooks(api) : undefined;
+  const floorHooks = mode === 'floor-on' ? contractFloor.floorStatementHooks(api) : {};
 
   const noopExporter = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
   const guardOff = mode === 'guard-off' ? { pg: false, ioredis: false } : {};
@@ -59,9 +59,9 @@ export async function startWorkload(mode) {
   registerInstrumentations({
     instrumentations: [
       // The instrumentation's request hooks, where this version of the package offers them.
-      new PgInstrumentation(deadline?.pgRequestHook ? { requestHook: deadline.pgRequestHook } : {}),
+      new PgInstrumentation(deadline?.pgRequestHook ? { requestHook: deadline.pgRequestHook } : floorHooks),
       // The workers run outside any server span; instrumentation-ioredis would otherwise record nothing.
-      new IORedisInstrumentation({ requireParentSpan: false, ...(deadline?.ioredisRequestHook ? { requestHook: deadline.ioredisRequestHook } : {}) }),
+      new IORedisInstrumentation({ requireParentSpan: false, ...(deadline?.ioredisRequestHook ? { requestHook: deadline.ioredisRequestHook } : floorHooks) }),
       ...(deadline ? [deadline] : []),
     ],
   });
@@ -73,12 +73,11 @@ export async function startWorkload(mode) {
   const redis = new Redis({ host: '127.0.0.1', port: 6379 });
   await redis.set(REDIS_KEY, 'v');
 
-  const statements = {
+  const operations = {
     'pg-throughput': { concurrency: CONCURRENCY, op: () => pool.query('SELECT 1') },
     'pg-latency': { concurrency: 1, op: () => client.query('SELECT 1') },
     'redis-throughput': { concurrency: CONCURRENCY, op: () => redis.get(REDIS_KEY) },
   };
-  const operations = hooks ? Object.fromEntries(Object.entries(statements).map(([name, { concurrency, op }]) => [name, { concurrency, op: floorGuarded(hooks, op) }])) : statements;
 
   /** Runs `workload` for `seconds`, or `count` operations; resolves with its figures. */
   async function run(workload, { seconds, count }) {
@@ -120,19 +119,6 @@ export async function startWorkload(mode) {
   }
 
   return { run, close };
-}
-
-/** `op` as the contract floor guards a statement: refused past the cutoff, a timer from the hand-off to the reply. */
-function floorGuarded(hooks, op) {
-  return async () => {
-    if (!hooks.admit()) throw new Error('refused: the cutoff has passed');
-    const timer = hooks.startCall();
-    try {
-      return await op();
-    } finally {
-      if (timer !== undefined) hooks.endCall(timer);
-    }
-  };
 }
 
 /** The workload of bench/callgrind.mjs: `CONFIG` is `workload/mode`, such as `redis-throughput/guard-on`. */
