@@ -22,9 +22,12 @@ function cpuModel() {
   }
 }
 
+/** The commit checked out, `-dirty` if tracked files differ from it: not counting results, which earlier benchmarks write. */
 function commit() {
+  const git = (...args) => execFileSync('git', args, { cwd: root, encoding: 'utf8' }).trim();
   try {
-    return execFileSync('git', ['describe', '--always', '--dirty', '--abbrev=10'], { cwd: root, encoding: 'utf8' }).trim();
+    const changed = git('status', '--porcelain', '--untracked-files=no', '--', '.', ':(exclude)bench/results', ':(exclude)BENCHMARKS.md');
+    return `${git('rev-parse', '--short=10', 'HEAD')}${changed === '' ? '' : '-dirty'}`;
   } catch {
     return 'unknown';
   }
