@@ -55,8 +55,8 @@ function scanSql(text: string, dialect: SqlDialect): { words: string[]; several:
   let ended = false;
   const n = text.length;
   while (i < n) {
-    const c = text[i]!;
-    if (/\s/.test(c) || (ended && c === ';')) {
+    const c = text.charCodeAt(i);
+    if (isSpace(c) || (ended && c === SEMICOLON)) {
       i += 1;
       continue;
     }
@@ -64,12 +64,31 @@ function scanSql(text: string, dialect: SqlDialect): { words: string[]; several:
     if (ended && !isCommentStart(text, i, mysql)) return { words, several: true };
     const next = skipToken(text, i, mysql);
     if (next < 0) return { words, several: true };
-    if (c === ';') ended = true;
-    else if (!ended && words.length < 2 && /[A-Za-z_]/.test(c)) words.push(text.slice(i, next).toUpperCase());
+    if (c === SEMICOLON) ended = true;
+    else if (!ended && words.length < 2 && isWordStart(c)) words.push(text.slice(i, next).toUpperCase());
     else if (!ended && words.length < 2 && !isCommentStart(text, i, mysql)) words.push(''); // a word that is not one: stops the role
     i = next;
   }
   return { words, several: false };
+}
+
+// Character codes, not a regular expression per character: every guarded statement's text is read once.
+const SEMICOLON = 0x3b;
+
+/** What `/\s/` matches: the lexers' spaces, and Unicode's, which no SQL word or token holds. */
+function isSpace(c: number): boolean {
+  if (c < 0x80) return c === 0x20 || (c >= 0x09 && c <= 0x0d);
+  return c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
+}
+
+/** `[A-Za-z_]` */
+function isWordStart(c: number): boolean {
+  return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || c === 0x5f;
+}
+
+/** `[A-Za-z0-9_]` */
+function isWordChar(c: number): boolean {
+  return isWordStart(c) || (c >= 0x30 && c <= 0x39);
 }
 
 function isCommentStart(text: string, i: number, mysql: boolean): boolean {
@@ -105,9 +124,9 @@ function skipToken(text: string, i: number, mysql: boolean): number {
       return close < 0 ? -1 : close + tag[0].length;
     }
   }
-  if (/[A-Za-z0-9_]/.test(c)) {
+  if (isWordChar(text.charCodeAt(i))) {
     let j = i + 1;
-    while (j < text.length && /[A-Za-z0-9_$]/.test(text[j]!)) j += 1;
+    while (j < text.length && (isWordChar(text.charCodeAt(j)) || text[j] === '$')) j += 1;
     return j;
   }
   return i + 1;
@@ -116,7 +135,7 @@ function skipToken(text: string, i: number, mysql: boolean): number {
 /** PostgreSQL's E'…' strings take backslash escapes; standard strings do not. */
 function isEscapeStringPrefix(text: string, quote: number): boolean {
   const prefix = text[quote - 1];
-  return (prefix === 'E' || prefix === 'e') && !/[A-Za-z0-9_]/.test(text[quote - 2] ?? ' ');
+  return (prefix === 'E' || prefix === 'e') && !isWordChar(text.charCodeAt(quote - 2));
 }
 
 function skipQuoted(text: string, i: number, quote: string, backslashEscapes: boolean): number {

@@ -8,6 +8,8 @@ describe('sqlRole', () => {
     ['both', 'ROLLBACK TO SAVEPOINT sp1', 'cleanup'],
     ['both', '/* app */ ROLLBACK', 'cleanup'],
     ['both', '-- why\nROLLBACK', 'cleanup'],
+    // Unicode spaces separate words as ASCII ones do.
+    ['both', '\u00a0ROLLBACK\u3000TO sp1', 'cleanup'],
     ['postgres', 'ABORT', 'cleanup'],
     ['postgres', 'DISCARD ALL', 'cleanup'],
     ['postgres', 'RESET ALL', 'cleanup'],
