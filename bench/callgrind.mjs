@@ -8,8 +8,8 @@
 // resolves with `{ run(count), close() }`: `run` does `count` operations
 // (requests, statements, calls) and resolves when they are done.
 //
-// One process per configuration and run: start-up and WARMUP operations with
-// callgrind's counting switched off (callgrind_control -i off/on: fast, and not
+// One process per configuration and run: start-up and WARMUP operations (in two
+// runs of the workload) with callgrind's counting switched off (callgrind_control -i off/on: fast, and not
 // counted), a minor gc() so that scavenges then fall where the operations'
 // own allocations put them, then WINDOWS windows of COUNT operations, each
 // between two marks at which callgrind dumps its counters. The marks are calls
@@ -157,7 +157,10 @@ function switchInstrumentation(state) {
 async function child(workload, config, warmup, count, windows) {
   const { open } = await import(new URL(workload, import.meta.url).href);
   const { run, close } = await open(config);
-  await run(warmup);
+  // The warm-up in two runs, so that what happens between runs (a workload's deadline disposed and the next
+  // one opened, as between any two requests) has happened, with its one-off deoptimizations, before counting.
+  await run(Math.ceil(warmup / 2));
+  await run(Math.floor(warmup / 2));
   globalThis.gc({ type: 'minor' });
   switchInstrumentation('on');
   for (let window = 0; window < windows; window++) {

@@ -10,9 +10,11 @@ const { OUTCOME, ABORT_CODE, ABORT_REASON, WOULD_ABORT, WOULD_REJECT } = Deadlin
  * so a call awaited after its scope ended still stops at the cutoff, and writes the outcome on every span it is shown.
  */
 export class CallGuard {
-  /** Made on the first span, and a Set, not an array literal: see Subscription in src/deadline-node.ts. */
-  private spans: Set<Span> | undefined;
-  private attributes: Record<string, string | boolean> = {};
+  /** The first span shown, then any more: most calls show one. See Subscription in src/deadline-node.ts for why no array literal. */
+  private span: Span | undefined;
+  private moreSpans: Set<Span> | undefined;
+  /** What has been recorded, for a span shown later; undefined until something is. */
+  private attributes: Record<string, string | boolean> | undefined;
   private stopWatching: (() => void) | undefined;
 
   constructor(
@@ -21,10 +23,10 @@ export class CallGuard {
   ) {}
 
   addSpan(span: Span): void {
-    this.spans ??= new Set();
-    if (this.spans.has(span)) return;
-    this.spans.add(span);
-    span.setAttributes(this.attributes);
+    if (this.span === undefined) this.span = span;
+    else if (span === this.span || this.moreSpans?.has(span) === true) return;
+    else (this.moreSpans ??= new Set()).add(span);
+    if (this.attributes !== undefined) span.setAttributes(this.attributes);
   }
 
   /** Calls `stop(reason)` once when the deadline or the caller's `signal` aborts (at once if it has), unless disarmed; observe mode only records it. */
@@ -40,11 +42,15 @@ export class CallGuard {
     };
     const unsubscribe = onDeadlineAbort(this.deadline, onAbort);
     if (fired) return;
-    const onSignalAbort = (): void => onAbort(signal!.reason);
-    signal?.addEventListener('abort', onSignalAbort);
+    if (signal === undefined) {
+      this.stopWatching = unsubscribe;
+      return;
+    }
+    const onSignalAbort = (): void => onAbort(signal.reason);
+    signal.addEventListener('abort', onSignalAbort);
     this.stopWatching = () => {
       unsubscribe();
-      signal?.removeEventListener('abort', onSignalAbort);
+      signal.removeEventListener('abort', onSignalAbort);
     };
   }
 
@@ -78,8 +84,9 @@ export class CallGuard {
   }
 
   record(attributes: Record<string, string | boolean>): void {
-    this.attributes = { ...this.attributes, ...attributes };
+    this.attributes = this.attributes === undefined ? attributes : { ...this.attributes, ...attributes };
     // An ended span keeps what it has (writing would only log the SDK's warning).
-    for (const span of this.spans ?? []) if (span.isRecording()) span.setAttributes(attributes);
+    if (this.span?.isRecording() === true) this.span.setAttributes(attributes);
+    for (const span of this.moreSpans ?? []) if (span.isRecording()) span.setAttributes(attributes);
   }
 }

@@ -25,13 +25,12 @@ export abstract class CancelMachine implements CutoffHandler {
   private graceOver = false;
   private grace: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(
-    protected readonly statement: DbStatement,
-    /** The text holds several statements: a cancel stops the one running, those before it may have run. */
-    private readonly several: () => boolean,
-  ) {}
+  constructor(protected readonly statement: DbStatement) {}
 
   abstract onCutoff(reason: unknown): void;
+
+  /** The text holds several statements: a cancel stops the one running, those before it may have run. Asked only then. */
+  protected abstract holdsSeveral(): boolean;
 
   /** `done` once, with what became of the cancel. */
   protected abstract sendCancel(done: (result: CancelResult) => void): void;
@@ -105,7 +104,7 @@ export abstract class CancelMachine implements CutoffHandler {
     const failed = err !== undefined && err !== null;
     if (!statement.aborted) return statement.settle(failed ? err : undefined);
     if (!failed) return statement.settleCompletedAfterCutoff('too_late');
-    if (this.isCancelError(err)) return statement.settle(statement.errorFor(err), this.several() ? 'unconfirmed' : 'confirmed');
+    if (this.isCancelError(err)) return statement.settle(statement.errorFor(err), this.holdsSeveral() ? 'unconfirmed' : 'confirmed');
     // It failed on its own (a constraint, a lost connection): that error is the truth.
     statement.settle(err, this.cancel === 'not_told' ? 'not_told' : 'unconfirmed');
   }

@@ -144,9 +144,13 @@ class GuardedMysqlStatement extends CancelMachine {
     statement: DbStatement,
     private readonly killer: MysqlKiller,
     private readonly callback: NodeCallback,
-    several: boolean,
+    private readonly several: boolean,
   ) {
-    super(statement, () => several);
+    super(statement);
+  }
+
+  protected holdsSeveral(): boolean {
+    return this.several;
   }
 
   settleBeforeDriver(): void {

@@ -28,18 +28,21 @@ const PENDING: WaiterQueue<PgPool> = {
   },
 };
 
-/** The caller of the Pool#query now running: the Pool#connect it makes learns from here whose statement it waits for. */
-let poolQueryCaller: { ctx: Context; text: unknown } | undefined;
+/** The caller of the Pool#query now running (its context and text): the Pool#connect it makes learns from here whose statement it waits for. */
+let poolQueryContext: Context | undefined;
+let poolQueryText: unknown;
 
 /** Pool#query: pg-pool's own, with its caller's context and text known to the Pool#connect it makes. */
 export function makePgPoolQueryWrapper(original: AnyFunction): AnyFunction {
   return function query(this: unknown, ...args: unknown[]): unknown {
     const text = args[0];
-    poolQueryCaller = { ctx: context.active(), text: typeof text === 'object' && text !== null ? (text as { text?: unknown }).text : text };
+    poolQueryContext = context.active();
+    poolQueryText = typeof text === 'object' && text !== null ? (text as { text?: unknown }).text : text;
     try {
       return original.apply(this, args);
     } finally {
-      poolQueryCaller = undefined;
+      poolQueryContext = undefined;
+      poolQueryText = undefined;
     }
   };
 }
@@ -49,10 +52,12 @@ export function makePgPoolConnectWrapper(host: ClientHost) {
   return (original: AnyFunction): AnyFunction =>
     function connect(this: unknown, ...args: unknown[]): unknown {
       const given = isFunction(args[0]) ? (args[0] as PgConnectCallback) : undefined;
-      const forQuery = given === undefined ? undefined : poolQueryCaller;
-      poolQueryCaller = undefined;
+      const queryContext = given === undefined ? undefined : poolQueryContext;
+      const text = poolQueryText;
+      poolQueryContext = undefined;
+      poolQueryText = undefined;
       if (!host.settings.pg) return original.apply(this, args);
-      const ctx = forQuery?.ctx ?? context.active();
+      const ctx = queryContext ?? context.active();
       const deadline = statementDeadline(host, 'pg', ctx);
       const pool = this as PgPool;
       const [settle, promise] = callbackOrPromise(given === undefined ? undefined : context.bind(ctx, given), pool.Promise);
@@ -62,8 +67,8 @@ export function makePgPoolConnectWrapper(host: ClientHost) {
         return promise;
       }
       // For pg-pool's query, the statement's own span says it never reached a client.
-      const unsent = forQuery === undefined ? undefined : (error: Error, refused: boolean) => recordUnsent(host, ctx, deadline, pool, forQuery.text, error, refused);
-      const refusal = refusalFor(deadline, forQuery === undefined ? 'pg.pool.connect' : PG_OPERATION, host.settings.minUsefulMs);
+      const unsent = queryContext === undefined ? undefined : (error: Error, refused: boolean) => recordUnsent(host, ctx, deadline, pool, text, error, refused);
+      const refusal = refusalFor(deadline, queryContext === undefined ? 'pg.pool.connect' : PG_OPERATION, host.settings.minUsefulMs);
       if (refusal !== undefined) {
         unsent?.(refusal, true);
         process.nextTick(deliver, callback, refusal);

@@ -127,7 +127,11 @@ class GuardedPgQuery extends CancelMachine {
     private readonly submittable: PgQuery | undefined,
     private readonly cuttable: boolean,
   ) {
-    super(statement, () => statement.holdsSeveral());
+    super(statement);
+  }
+
+  protected holdsSeveral(): boolean {
+    return this.statement.holdsSeveral();
   }
 
   run(slot: DriverSpanSlot, original: AnyFunction, args: unknown[]): unknown {

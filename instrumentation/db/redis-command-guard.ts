@@ -1,5 +1,3 @@
-import type { Span } from '@opentelemetry/api';
-import { markStatementInFlight } from '../../src/processor/statement-in-flight';
 import { isBlocking } from './redis-blocking';
 import { DbStatement, type CutoffHandler } from './statement';
 
@@ -78,11 +76,6 @@ export class RedisCommandGuard extends DbStatement implements CutoffHandler {
 
   protected override isWrite(): boolean {
     return !READ_COMMANDS.has(this.name);
-  }
-
-  /** instrumentation-ioredis ends its span in its `resolve` wrapper, before the guard settles: the span processor writes `completed` then. */
-  protected override spanAdopted(span: Span): void {
-    if (!this.observe) this.spanEndsCompleted = markStatementInFlight(span);
   }
 
   onCutoff(): void {

@@ -2,6 +2,7 @@ import { SpanKind, SpanStatusCode, type Context, type Span, type Tracer } from '
 import type { Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineExceededError, errorForAbort } from '../../src/errors';
 import { ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
+import { markStatementInFlight } from '../../src/processor/statement-in-flight';
 import { CallGuard } from '../call/guard';
 import { isSqlWrite, sqlCommand } from './sql';
 
@@ -29,8 +30,8 @@ export class DbStatement {
   settled = false;
   /** Set once the cutoff (or a cancellation) reached the statement. */
   reason: unknown = undefined;
-  /** Set by a subclass when a DeadlineSpanProcessor writes `completed` as the span ends on its reply (statement-in-flight.ts). */
-  protected spanEndsCompleted = false;
+  /** Set when a DeadlineSpanProcessor writes `completed` as the span ends on its reply (statement-in-flight.ts). */
+  private spanEndsCompleted = false;
   private readonly guard: CallGuard;
   private span: Span | undefined = undefined;
   private ownSpan = false;
@@ -59,10 +60,9 @@ export class DbStatement {
     if (this.span !== undefined) return;
     this.span = span;
     this.guard.addSpan(span);
-    this.spanAdopted(span);
+    // The driver instrumentations end a statement's span on its reply (ioredis before the guard settles).
+    if (!this.observe) this.spanEndsCompleted = markStatementInFlight(span);
   }
-
-  protected spanAdopted(_span: Span): void {}
 
   startOwnSpan(tracer: Tracer, ctx: Context, shape: SpanShape): void {
     if (this.span !== undefined) return;
