@@ -1,3 +1,4 @@
+import { context, type Context } from '@opentelemetry/api';
 import { connect, type Socket } from 'node:net';
 import { DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
 import { CANCEL_BOUND_MS, type CancelResult } from './cancel-machine';
@@ -189,13 +190,16 @@ export function sendPgCancel(client: PgClient, done: (result: CancelResult) => v
 
 type Release = (err?: unknown) => void;
 
-/** A pg-pool connect callback whose client comes with guardedRelease (`client.release` and the third argument). */
-export function withGuardedRelease(callback: PgConnectCallback): PgConnectCallback {
+/**
+ * A pg-pool connect callback run in its caller's context `ctx` (pg-pool answers from wherever its queue moved on),
+ * whose client comes with guardedRelease (`client.release` and the third argument).
+ */
+export function withGuardedRelease(callback: PgConnectCallback, ctx: Context): PgConnectCallback {
   return (err, client, release) => {
-    if (client === undefined || client === null || typeof release !== 'function') return callback(err, client, release);
+    if (client === undefined || client === null || typeof release !== 'function') return context.with(ctx, callback, undefined, err, client, release);
     const guarded = guardedRelease(client, release);
     client.release = guarded;
-    callback(err, client, guarded);
+    context.with(ctx, callback, undefined, err, client, guarded);
   };
 }
 

@@ -60,24 +60,28 @@ export function makePgPoolConnectWrapper(host: ClientHost) {
       const ctx = queryContext ?? context.active();
       const deadline = statementDeadline(host, 'pg', ctx);
       const pool = this as PgPool;
-      const [settle, promise] = callbackOrPromise(given === undefined ? undefined : context.bind(ctx, given), pool.Promise);
-      const callback = withGuardedRelease(settle as PgConnectCallback);
+      const [settle, promise] = callbackOrPromise(given, pool.Promise);
+      const callback = withGuardedRelease(settle as PgConnectCallback, ctx);
       if (deadline === undefined || host.settings.mode === 'observe' || pool.ending === true) {
         original.call(this, callback);
         return promise;
       }
-      // For pg-pool's query, the statement's own span says it never reached a client.
-      const unsent = queryContext === undefined ? undefined : (error: Error, refused: boolean) => recordUnsent(host, ctx, deadline, pool, text, error, refused);
       const refusal = refusalFor(deadline, queryContext === undefined ? 'pg.pool.connect' : PG_OPERATION, host.settings.minUsefulMs);
       if (refusal !== undefined) {
-        unsent?.(refusal, true);
+        // For pg-pool's query, the statement's own span says it never reached a client.
+        if (queryContext !== undefined) recordUnsent(host, ctx, deadline, pool, text, refusal, true);
         process.nextTick(deliver, callback, refusal);
         return promise;
       }
-      const giveBack = (_client: never, [release]: never[]) => (release as (() => void) | undefined)?.();
-      new PoolWait(deadline, 'pg.pool.connect', PENDING, callback, giveBack, unsent && ((error) => unsent(error, false))).start(pool, original);
+      const unsent = queryContext === undefined ? undefined : (error: Error) => recordUnsent(host, ctx, deadline, pool, text, error, false);
+      new PoolWait(deadline, 'pg.pool.connect', PENDING, callback, releaseUnwanted, unsent).start(pool, original);
       return promise;
     };
+}
+
+/** A connection that came after its waiter left goes back to the pool. */
+function releaseUnwanted(_client: never, [release]: never[]): void {
+  (release as (() => void) | undefined)?.();
 }
 
 /** A Pool#query refused up front, or whose wait for a connection ended at the cutoff, never reached a client (nor instrumentation-pg). */

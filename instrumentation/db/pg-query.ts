@@ -41,13 +41,14 @@ function failSubmittable(query: PgQuery, error: Error, connection: unknown): voi
 export function makePgQueryWrapper(host: ClientHost, slot: DriverSpanSlot, owner: object) {
   return (original: AnyFunction): AnyFunction =>
     function query(this: unknown, ...args: unknown[]): unknown {
-      const outerSpan = slot.take(queryTextOf(args[0]));
+      const text = queryTextOf(args[0]);
+      const outerSpan = slot.take(text);
       const ctx = context.active();
       const deadline = statementDeadline(host, 'pg', ctx);
-      const role = deadline === undefined || args[0] === null || args[0] === undefined ? undefined : sqlRole(queryTextOf(args[0]), 'postgres');
+      const role = deadline === undefined || args[0] === null || args[0] === undefined ? undefined : sqlRole(text, 'postgres');
       // A statement that ends a transaction without committing or puts session state back is never refused or cut.
       if (role === undefined || role === 'cleanup') return slot.passThrough(original, this, args);
-      return guardedQuery(host, slot, owner, original, this as PgClient, args, deadline!, ctx, outerSpan, role === 'commit');
+      return guardedQuery(host, slot, owner, original, this as PgClient, args, text, deadline!, ctx, outerSpan, role === 'commit');
     };
 }
 
@@ -86,11 +87,10 @@ function rollBackFirst(slot: DriverSpanSlot, original: AnyFunction, client: PgCl
 
 function guardedQuery(
   host: ClientHost, slot: DriverSpanSlot, owner: object, original: AnyFunction, client: PgClient,
-  args: unknown[], deadline: Deadline, ctx: Context, outerSpan: Span | undefined, commits: boolean,
+  args: unknown[], text: unknown, deadline: Deadline, ctx: Context, outerSpan: Span | undefined, commits: boolean,
 ): unknown {
   const config = args[0] as PgQuery | string;
   const submittable = typeof config === 'object' && isFunction(config.submit) ? config : undefined;
-  const text = typeof config === 'string' ? config : config.text;
   const observe = host.settings.mode === 'observe';
   const statement = new PgStatement(deadline, observe, PG_OPERATION, undefined, text);
   if (outerSpan !== undefined) statement.adoptSpan(outerSpan);

@@ -46,10 +46,18 @@ export function holdsSeveralStatements(text: unknown, dialect: SqlDialect): bool
 /** Longest text looked at: longer text is taken as several statements (when unsure, assume more ran). */
 const MAX_SCAN = 1 << 20;
 
+/**
+ * Text with none of the characters that start a quote, a comment, a dollar tag or a second statement: its first two
+ * words (the second, if any, after spaces) and nothing more to find. Most statements' text; the scan reads the rest.
+ */
+const PLAIN_TEXT = /^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\s+([A-Za-z_][A-Za-z0-9_]*))?[^;'"`$/#\\-]*$/;
+
 /** One pass as the server's lexer reads the text: its first two words, stopping at a second statement. */
 function scanSql(text: string, dialect: SqlDialect): { words: string[]; several: boolean } {
+  if (text.length > MAX_SCAN) return { words: [], several: true };
+  const plain = PLAIN_TEXT.exec(text);
+  if (plain !== null) return { words: plain[2] === undefined ? [plain[1]!.toUpperCase()] : [plain[1]!.toUpperCase(), plain[2].toUpperCase()], several: false };
   const words: string[] = [];
-  if (text.length > MAX_SCAN) return { words, several: true };
   const mysql = dialect === 'mysql';
   let i = 0;
   let ended = false;

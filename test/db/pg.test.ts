@@ -5,12 +5,14 @@
  * statement itself writes), every "stopped" in pg_stat_activity.
  */
 import { createRequire } from 'node:module';
+import { context } from '@opentelemetry/api';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   DeadlineCancelledError,
   DeadlineExceededError,
   DeadlineInstrumentation,
+  getDeadline,
   InsufficientBudgetError,
   openDeadline,
   withDeadline,
@@ -257,6 +259,25 @@ describe('pool waits', () => {
     expect(await ranOnServer(admin, value)).toBe(0);
     const span = pgSpans().find((s) => s.name === 'pg.query:INSERT test')!;
     expect(span.attributes['deadline.outcome']).toBe('expired');
+  });
+
+  it('Pool#connect: the callback runs in its caller’s context, not where the releasing request left pg-pool', async () => {
+    const p = pool({ max: 1 });
+    const first = openDeadline({ operation: 'first', timeoutMs: 5_000, parent: null });
+    const second = openDeadline({ operation: 'second', timeoutMs: 5_000, parent: null });
+    const holder = await under(first, () => p.connect());
+    const seen = new Promise<unknown>((resolve) =>
+      under(second, () =>
+        p.connect((err, client, release) => {
+          resolve(err ?? getDeadline(context.active()));
+          release?.();
+        }),
+      ),
+    );
+    // pg-pool hands the connection on from the releasing request's context.
+    under(first, () => holder.release());
+    expect(await seen).toBe(second);
+    expect(p.waitingCount).toBe(0);
   });
 
   it('Pool#connect alone: the waiter leaves the queue at the cutoff', async () => {
