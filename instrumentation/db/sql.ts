@@ -47,15 +47,17 @@ export function holdsSeveralStatements(text: unknown, dialect: SqlDialect): bool
 const MAX_SCAN = 1 << 20;
 
 /**
- * Text with none of the characters that start a quote, a comment, a dollar tag or a second statement: its first two
- * words (the second, if any, after spaces) and nothing more to find. Most statements' text; the scan reads the rest.
+ * Text with none of the characters that start a quote, a comment, a dollar tag or a second statement (most statements'
+ * text) has nothing to find past its first two words: those are read with one expression, the rest of the text with
+ * none. Both expressions take time linear in the text: neither backtracks over more than a run of spaces.
  */
-const PLAIN_TEXT = /^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\s+([A-Za-z_][A-Za-z0-9_]*))?[^;'"`$/#\\-]*$/;
+const SCANNED_CHARACTER = /[;'"`$/#\\-]/;
+const FIRST_WORDS = /^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\s+([A-Za-z_][A-Za-z0-9_]*))?/;
 
 /** One pass as the server's lexer reads the text: its first two words, stopping at a second statement. */
 function scanSql(text: string, dialect: SqlDialect): { words: string[]; several: boolean } {
   if (text.length > MAX_SCAN) return { words: [], several: true };
-  const plain = PLAIN_TEXT.exec(text);
+  const plain = SCANNED_CHARACTER.test(text) ? null : FIRST_WORDS.exec(text);
   if (plain !== null) return { words: plain[2] === undefined ? [plain[1]!.toUpperCase()] : [plain[1]!.toUpperCase(), plain[2].toUpperCase()], several: false };
   const words: string[] = [];
   const mysql = dialect === 'mysql';

@@ -94,3 +94,19 @@ describe('holdsSeveralStatements', () => {
     expect(holdsSeveralStatements(undefined, 'mysql')).toBe(false);
   });
 });
+
+describe('long text', () => {
+  // A regular expression that backtracks over the text would take minutes on these (quadratic in their length); the
+  // test's own time limit is what catches it.
+  const MIB = 1 << 20;
+  it('one word of almost 1 MiB, then a ; or a space and a word: read once, its role and statements right', () => {
+    expect(holdsSeveralStatements(`${'a'.repeat(MIB - 2)};`, 'postgres')).toBe(false);
+    expect(sqlRole(`${'a'.repeat(MIB - 2)};`, 'mysql')).toBe('work');
+    expect(sqlRole(`ROLLBACK ${'b'.repeat(MIB - 10)}`, 'postgres')).toBe('cleanup');
+    expect(sqlRole(`COMMIT ${'PREPARED'.repeat(MIB / 8 - 1)}-`, 'postgres')).toBe('commit');
+  });
+
+  it('text longer than 1 MiB counts as several statements without being read', () => {
+    expect(holdsSeveralStatements('a'.repeat(MIB + 1), 'postgres')).toBe(true);
+  });
+});
