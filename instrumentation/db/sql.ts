@@ -47,9 +47,8 @@ export function holdsSeveralStatements(text: unknown, dialect: SqlDialect): bool
 const MAX_SCAN = 1 << 20;
 
 /**
- * Text with none of the characters that start a quote, a comment, a dollar tag or a second statement (most statements'
- * text) has nothing to find past its first two words: those are read with one expression, the rest of the text with
- * none. Both expressions take time linear in the text: neither backtracks over more than a run of spaces.
+ * Text with no character that starts a quote, a comment, a dollar tag or a second statement (most statements' text):
+ * only its first two words to read. Both expressions are linear in the text (neither backtracks past a run of spaces).
  */
 const SCANNED_CHARACTER = /[;'"`$/#\\-]/;
 const FIRST_WORDS = /^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\s+([A-Za-z_][A-Za-z0-9_]*))?/;
@@ -84,22 +83,12 @@ function scanSql(text: string, dialect: SqlDialect): { words: string[]; several:
 
 // Character codes, not a regular expression per character: every guarded statement's text is read once.
 const SEMICOLON = 0x3b;
-
 /** What `/\s/` matches: the lexers' spaces, and Unicode's, which no SQL word or token holds. */
-function isSpace(c: number): boolean {
-  if (c < 0x80) return c === 0x20 || (c >= 0x09 && c <= 0x0d);
-  return c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
-}
-
+const isSpace = (c: number): boolean => (c < 0x80 ? c === 0x20 || (c >= 0x09 && c <= 0x0d) : /\s/.test(String.fromCharCode(c)));
 /** `[A-Za-z_]` */
-function isWordStart(c: number): boolean {
-  return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || c === 0x5f;
-}
-
+const isWordStart = (c: number): boolean => (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || c === 0x5f;
 /** `[A-Za-z0-9_]` */
-function isWordChar(c: number): boolean {
-  return isWordStart(c) || (c >= 0x30 && c <= 0x39);
-}
+const isWordChar = (c: number): boolean => isWordStart(c) || (c >= 0x30 && c <= 0x39);
 
 function isCommentStart(text: string, i: number, mysql: boolean): boolean {
   const c = text[i];
