@@ -6,16 +6,7 @@ import { ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
 import { CallGuard } from '../call/guard';
 import { errorFromClaim } from '../call/reject-claim';
 import type { ResolvedConfig } from '../config';
-import {
-  GRPC_CANCELLED,
-  GRPC_DEADLINE_EXCEEDED,
-  type CallListener,
-  type ChannelCall,
-  type GrpcChannel,
-  type GrpcMetadata,
-  type GrpcStatus,
-  type MetadataConstructor,
-} from './grpc-types';
+import { GRPC_CANCELLED, GRPC_DEADLINE_EXCEEDED, type CallListener, type ChannelCall, type GrpcChannel, type GrpcMetadata, type GrpcStatus, type MetadataConstructor } from './grpc-types';
 import { refusalClaimOf } from './refusal';
 import { ATTR_RPC_GRPC_STATUS_CODE, endRpcSpan } from './spans';
 import { markStatusWith } from './status-error';
@@ -56,9 +47,8 @@ export interface GrpcCallInit {
  * call, past the scope that started it. The status of a call it ended (or that grpc-js ended at the cutoff it was
  * clamped to) carries our error as `cause` and our brand, so the caller's error satisfies `isDeadlineError`.
  */
-export class GrpcCallGuard {
+export class GrpcCallGuard extends CallGuard implements CallListener {
   private listener: CallListener | undefined;
-  private readonly guard: CallGuard;
   private ended = false;
   private reason: unknown = NONE;
   private sentAtAbort = false;
@@ -67,10 +57,10 @@ export class GrpcCallGuard {
   constructor(
     private readonly call: ChannelCall,
     private readonly init: GrpcCallInit,
-    private readonly inject: (metadata: GrpcMetadata) => void,
+    private readonly inject: (metadata: GrpcMetadata, init: GrpcCallInit) => void,
   ) {
-    this.guard = new CallGuard(init.deadline, init.observe);
-    this.guard.addSpan(init.span);
+    super(init.deadline, init.observe);
+    this.addSpan(init.span);
   }
 
   /** Takes the place of the call's own start, which is `start`. */
@@ -79,15 +69,12 @@ export class GrpcCallGuard {
     const { deadline, observe, refusal } = this.init;
     if (refusal !== undefined) return this.endBeforeStart(refusal, true);
     if (!observe && deadline.aborted) return this.endBeforeStart(this.reasonFor(deadline.abortReason), false);
-    this.inject(metadata);
-    start.call(this.call, metadata, {
-      onReceiveMetadata: (received) => listener.onReceiveMetadata(received),
-      onReceiveMessage: (message) => listener.onReceiveMessage(message),
-      onReceiveStatus: (status) => this.onReceiveStatus(status),
-    });
+    this.inject(metadata, this.init);
+    // The guard listens in the caller's listener's place, and passes everything on.
+    start.call(this.call, metadata, this);
     // After start: a cancel needs a started call. Runs at once if already aborted.
-    if (!this.ended) this.guard.arm((reason) => this.cancelFor(reason));
-    if (this.ended) this.guard.disarm();
+    if (!this.ended) this.arm((reason) => this.cancelFor(reason));
+    if (this.ended) this.disarm();
   }
 
   /** True once the call may have reached the server: grpc-js reports a peer only once a stream exists. */
@@ -126,16 +113,24 @@ export class GrpcCallGuard {
     this.call.cancelWithStatus(code, describeAbortReason(this.reason));
   }
 
-  private onReceiveStatus(status: GrpcStatus): void {
+  onReceiveMetadata(metadata: GrpcMetadata): void {
+    this.listener!.onReceiveMetadata(metadata);
+  }
+
+  onReceiveMessage(message: unknown): void {
+    this.listener!.onReceiveMessage(message);
+  }
+
+  onReceiveStatus(status: GrpcStatus): void {
     if (!this.ended) {
       this.ended = true;
-      this.guard.disarm();
-      this.record(status);
+      this.disarm();
+      this.recordStatus(status);
     }
     this.listener?.onReceiveStatus(status);
   }
 
-  private record(status: GrpcStatus): void {
+  private recordStatus(status: GrpcStatus): void {
     const { deadline, observe, span, settings, channel, method } = this.init;
     let reason = this.reason;
     let sent = this.sentAtAbort;
@@ -145,7 +140,7 @@ export class GrpcCallGuard {
     if (believed) {
       // The server refused before running anything: the call never started there.
       markStatusWith(status, errorFromClaim(`grpc ${method}`, deadline, claim));
-      this.guard.recordNotStarted(claim.code);
+      this.recordNotStarted(claim.code);
     } else if (reason === NONE && !observe && this.init.clampedByUs && status.code === GRPC_DEADLINE_EXCEEDED && deadline.remainingMs() <= OWN_TIMER_SLACK_MS) {
       const abortReason = deadline.aborted ? deadline.abortReason : undefined;
       reason = abortCodeOf(abortReason) === 'DEADLINE_EXCEEDED' ? abortReason : new DeadlineExceededError(`grpc ${method}`, deadline.expiresAtMs);
@@ -154,14 +149,14 @@ export class GrpcCallGuard {
     if (reason !== NONE && (status.code === GRPC_DEADLINE_EXCEEDED || status.code === GRPC_CANCELLED)) {
       markStatusWith(status, reason);
       // As for an HTTP POST: once the request may have reached the server, its effect is unknown.
-      this.guard.recordAbort(reason, sent);
-      if (this.refused) this.guard.recordNotStarted();
+      this.recordAbort(reason, sent);
+      if (this.refused) this.recordNotStarted();
     } else if (observe) {
-      this.guard.end();
+      this.end();
     } else if (!believed && !observe && status.code === GRPC_DEADLINE_EXCEEDED && this.mayHaveSent()) {
       // A deadline ran out past this hop (the server's own, or a callee's passed on by its handler,
       // whose marker the server restates): the server may have done work, so nothing is known.
-      this.guard.record({ [ATTR_DEADLINE_OUTCOME]: 'unknown' });
+      this.record({ [ATTR_DEADLINE_OUTCOME]: 'unknown' });
     }
     if (!this.init.ownSpan) return;
     if (!this.refused) return endRpcSpan(span, status.code, SpanKind.CLIENT);

@@ -5,7 +5,8 @@ import { getDeadline, withoutDeadline } from '../../src/context';
 import { withDeadlineOffWire, withDeadlineOnWire } from '../call/wire-context';
 import type { Deadline } from '../../src/deadline';
 import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
-import { HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
+import { BAGGAGE_DEADLINE_KEY, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
+import { parseIntegerMs, smallest, smallestBaggageMs } from '../../src/propagation/parse';
 import { baggageWithoutDeadline } from '../call/baggage-text';
 import { refusalFor } from '../call/budget';
 import type { ClientHost } from '../call/host';
@@ -75,7 +76,7 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
         ownEpoch: clampedByUs ? Infinity : own,
         Metadata,
       };
-      const guard = new GrpcCallGuard(call, init, (metadata) => injectCallMetadata(metadata, init));
+      const guard = new GrpcCallGuard(call, init, injectCallMetadata);
       const start = call.start;
       call.start = (metadata, listener) => guard.start(metadata, listener, start);
       return call;
@@ -103,13 +104,25 @@ function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadline: De
   // The caller may run where an earlier call to an unlisted host left its mark (see withDeadlineOnWire): this target is listed.
   const ctx = withDeadlineOnWire(callerCtx);
   if (ownSpan !== undefined) propagation.inject(trace.setSpan(ctx, ownSpan), metadata, METADATA_SETTER);
-  propagator.inject(ctx, metadata, METADATA_SETTER);
+  if (ownSpan !== undefined || !holdsDeadline(metadata, deadline)) propagator.inject(ctx, metadata, METADATA_SETTER);
   if (ownEpoch === Infinity) return;
   const nowEpoch = Date.now();
   if (ownEpoch < nowEpoch + deadline.remainingMs()) {
     metadata.set(HEADER_REMAINING_MS, String(Math.max(0, Math.floor(ownEpoch - nowEpoch))));
     metadata.set(HEADER_AT_MS, String(Math.floor(ownEpoch)));
   }
+}
+
+/**
+ * Whether the metadata holds what our propagator would write now: instrumentation-grpc's global propagator, when
+ * DeadlinePropagator is in it, wrote it a moment ago. Metadata an app forwarded from another call can hold the
+ * same cutoff with an older remaining: the remaining must be this millisecond's, and the baggage carry the cutoff.
+ */
+function holdsDeadline(metadata: GrpcMetadata, deadline: Deadline): boolean {
+  const atMs = Math.floor(deadline.expiresAtMs);
+  const remaining = smallest(metadata.get(HEADER_REMAINING_MS) as string[], parseIntegerMs);
+  if (remaining === undefined || Math.abs(remaining - Math.floor(deadline.remainingMs())) > 1) return false;
+  return smallest(metadata.get(HEADER_AT_MS) as string[], parseIntegerMs) === atMs && smallestBaggageMs(metadata.get(HEADER_BAGGAGE) as string[], BAGGAGE_DEADLINE_KEY) === atMs;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { errorMonitor } from 'node:events';
+import { errorMonitor, EventEmitter } from 'node:events';
 import { SpanKind, type Span } from '@opentelemetry/api';
 import type { DeadlineNode } from '../../src/deadline-node';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError } from '../../src/errors';
@@ -36,6 +36,15 @@ function restated(metadata: unknown): GrpcMetadata | undefined {
   return copy;
 }
 
+/**
+ * Adds a listener with EventEmitter's own method. instrumentation-grpc binds each server call to its context, so
+ * `call.on` would wrap the listener in a closure that restores a context, and these listeners need none.
+ */
+function listenDirectly(call: ServerCallLike, event: string | symbol, listener: (error: unknown) => void): void {
+  if (call instanceof EventEmitter) EventEmitter.prototype.on.call(call, event, listener);
+  else call.on(event, listener);
+}
+
 /** What a call admitted with a deadline of ours carries through its life. */
 export interface ServerGuard {
   deadline: DeadlineNode;
@@ -53,9 +62,23 @@ export class ServerCallWatch {
   private finished = false;
   private errorCode: number | undefined;
   private readonly onCancelled = (): void => this.cancelled();
-  private readonly onFinish = (): void => this.finish(this.errorCode ?? GRPC_OK);
+  /** A streaming call's end and errors; a unary call ends through its callback. */
+  private readonly onFinish: (() => void) | undefined;
+  private readonly onError: ((error: unknown) => void) | undefined;
+
+  constructor(
+    private readonly call: ServerCallLike,
+    streaming: boolean,
+    private readonly guard: ServerGuard | undefined,
+  ) {
+    listenDirectly(call, 'cancelled', this.onCancelled);
+    if (!streaming) return;
+    listenDirectly(call, 'finish', (this.onFinish = () => this.finish(this.errorCode ?? GRPC_OK)));
+    listenDirectly(call, errorMonitor, (this.onError = (error) => this.sawError(error)));
+  }
+
   /** Seen through errorMonitor, before grpc-js's own listener turns the error into the status. */
-  private readonly onError = (error: unknown): void => {
+  private sawError(error: unknown): void {
     this.errorCode ??= statusCodeOf(error);
     const fixed = typeof error === 'object' && error !== null ? restated((error as { metadata?: unknown }).metadata) : undefined;
     if (fixed === undefined) return;
@@ -64,17 +87,6 @@ export class ServerCallWatch {
     } catch {
       // A frozen error: grpc-js will send its trailers as they are.
     }
-  };
-
-  constructor(
-    private readonly call: ServerCallLike,
-    private readonly streaming: boolean,
-    private readonly guard: ServerGuard | undefined,
-  ) {
-    call.on('cancelled', this.onCancelled);
-    if (!streaming) return;
-    call.on('finish', this.onFinish);
-    call.on(errorMonitor, this.onError);
   }
 
   /**
@@ -117,10 +129,8 @@ export class ServerCallWatch {
     this.finished = true;
     const { call, guard } = this;
     call.removeListener('cancelled', this.onCancelled);
-    if (this.streaming) {
-      call.removeListener('finish', this.onFinish);
-      call.removeListener(errorMonitor, this.onError);
-    }
+    if (this.onFinish !== undefined) call.removeListener('finish', this.onFinish);
+    if (this.onError !== undefined) call.removeListener(errorMonitor, this.onError);
     if (guard === undefined) return;
     if (guard.observe && guard.deadline.expired) guard.span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
     guard.deadline.dispose();

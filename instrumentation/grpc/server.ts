@@ -1,22 +1,15 @@
-import { context, propagation, SpanKind, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { context, SpanKind, trace, type Context, type Tracer } from '@opentelemetry/api';
 import { safeExecuteInTheMiddle } from '@opentelemetry/instrumentation';
 import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
 import { DeadlineNode } from '../../src/deadline-node';
 import type { ResolvedConfig } from '../config';
 import { HEADER_DEADLINE_EXPIRED } from '../names';
-import { admit, REFUSED, type ServerHost } from '../server/admission';
-import {
-  deadlineEpochMs,
-  GRPC_DEADLINE_EXCEEDED,
-  type MetadataConstructor,
-  type MethodDefinitionLike,
-  type ServerCallback,
-  type ServerCallLike,
-} from './grpc-types';
-import { METADATA_GETTER, SERVER_CALL_GETTER } from './metadata';
+import { admit, isRefusal, type ServerHost } from '../server/admission';
+import { deadlineEpochMs, GRPC_DEADLINE_EXCEEDED, type MetadataConstructor, type MethodDefinitionLike, type ServerCallback, type ServerCallLike } from './grpc-types';
+import { SERVER_CALL_GETTER } from './metadata';
 import { refusalDetails } from './refusal';
 import { GRPC_SERVER_OPERATION, ServerCallWatch } from './server-call';
-import { coveringSpan, endRpcSpan, startRpcSpan } from './spans';
+import { coveringSpan, endRpcSpan, LazyServerSpan } from './spans';
 
 export interface GrpcServerHost extends ServerHost {
   readonly tracer: Tracer;
@@ -57,9 +50,8 @@ function guardImplementation(
     if (handler === undefined && typeof method.originalName === 'string') handler = implementation[method.originalName];
     if (typeof handler !== 'function') continue;
     guarded[name] = function guardedHandler(call: ServerCallLike, callback?: ServerCallback) {
-      const run = (ctx: Context, callbackToPass: ServerCallback | undefined) => context.with(ctx, () => (handler as Handler).call(implementation, call, callbackToPass));
       if (!host.isEnabled() || !host.grpcEnabled) return (handler as Handler).call(implementation, call, callback);
-      return runGuarded(host, Metadata, method, call, callback, run);
+      return runGuarded(host, Metadata, method, call, callback, handler as Handler, implementation);
     };
   }
   return guarded;
@@ -85,25 +77,19 @@ function trustsCaller(settings: ResolvedConfig, call: ServerCallLike, path: stri
   return safeExecuteInTheMiddle(() => hook({ path, peer: call.getPeer(), metadata: call.metadata }), () => {}, true) === true;
 }
 
-/** Admits one call, then runs its handler (`run`) under its deadline, unless it was refused. */
-function runGuarded(host: GrpcServerHost, Metadata: MetadataConstructor, method: MethodDefinitionLike, call: ServerCallLike, callback: ServerCallback | undefined, run: (ctx: Context, callback: ServerCallback | undefined) => unknown): unknown {
+/** Admits one call, then runs its handler (with `implementation` as `this`) under its deadline, unless it was refused. */
+function runGuarded(host: GrpcServerHost, Metadata: MetadataConstructor, method: MethodDefinitionLike, call: ServerCallLike, callback: ServerCallback | undefined, handler: Handler, implementation: unknown): unknown {
   const { path, requestStream, responseStream } = method;
   const ctx = context.active();
   const covering = coveringSpan(ctx, SpanKind.SERVER);
   // Without instrumentation-grpc's span, one of our own, made only for a call that has a deadline.
-  let parent = ctx;
-  let span: Span | undefined = covering;
-  const spanOf = (): Span => {
-    if (span !== undefined) return span;
-    // The caller's trace context and baggage, as instrumentation-grpc would extract them.
-    parent = propagation.extract(ctx, call.metadata, METADATA_GETTER);
-    return (span = startRpcSpan(host.tracer, SpanKind.SERVER, path, parent));
-  };
+  const own = covering === undefined ? new LazyServerSpan(host.tracer, path, ctx, call.metadata) : undefined;
   const trusted = trustsCaller(host.settings, call, path);
   const arrival = { trusted, extracted: trusted && covering !== undefined ? extractedFrom(ctx, call) : undefined, carrier: call, getter: SERVER_CALL_GETTER };
-  const deadline = admit(host, arrival, GRPC_SERVER_OPERATION, spanOf, (claim) => refuseCall(responseStream, call, callback, refusalDetails(claim), Metadata));
-  if (deadline === REFUSED) {
-    if (covering === undefined) endRpcSpan(spanOf(), GRPC_DEADLINE_EXCEEDED, SpanKind.SERVER);
+  const deadline = admit(host, arrival, GRPC_SERVER_OPERATION, covering ?? own!.span);
+  if (isRefusal(deadline)) {
+    refuseCall(responseStream, call, callback, refusalDetails(deadline), Metadata);
+    if (own !== undefined) endRpcSpan(own.span(), GRPC_DEADLINE_EXCEEDED, SpanKind.SERVER);
     return undefined;
   }
   let handlerContext: Context;
@@ -113,16 +99,18 @@ function runGuarded(host: GrpcServerHost, Metadata: MetadataConstructor, method:
     handlerContext = withoutDeadline(ctx);
     watch = new ServerCallWatch(call, responseStream, undefined);
   } else {
-    const guard = { deadline, span: spanOf(), ownSpan: covering === undefined, observe: host.settings.mode === 'observe' };
+    const guard = { deadline, span: covering ?? own!.span(), ownSpan: own !== undefined, observe: host.settings.mode === 'observe' };
     watch = new ServerCallWatch(call, responseStream, guard);
     // An adopted deadline is in the context already.
-    handlerContext = deadline === getDeadline(ctx) ? ctx : setDeadline(covering === undefined ? trace.setSpan(parent, guard.span) : ctx, deadline);
+    handlerContext = deadline === getDeadline(ctx) ? ctx : setDeadline(own === undefined ? ctx : trace.setSpan(own.parent, guard.span), deadline);
     // A streaming call's listeners ('data', 'end', 'cancelled') run where grpc-js
     // emits them, outside the handler's context: bound, they see its deadline too.
     if (requestStream || responseStream) context.bind(handlerContext, call);
   }
   try {
-    return run(handlerContext, watch.wrapCallback(callback));
+    const wrapped = watch.wrapCallback(callback);
+    // An adopted deadline runs in the context instrumentation-grpc made active.
+    return handlerContext === ctx ? handler.call(implementation, call, wrapped) : context.with(handlerContext, handler, implementation, call, wrapped);
   } catch (err) {
     watch.handlerThrew();
     throw err;

@@ -1,5 +1,6 @@
-import { SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { GRPC_OK } from './grpc-types';
+import { propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { GRPC_OK, type GrpcMetadata } from './grpc-types';
+import { METADATA_GETTER } from './metadata';
 
 /** OTel RPC semantic convention names (stable strings; not imported, to stay on any semconv version). */
 export const ATTR_RPC_GRPC_STATUS_CODE = 'rpc.grpc.status_code';
@@ -21,6 +22,22 @@ export function startRpcSpan(tracer: Tracer, kind: SpanKind, path: string, paren
   const slash = name.lastIndexOf('/');
   const attributes = { 'rpc.system': 'grpc', 'rpc.service': slash <= 0 ? '' : name.slice(0, slash), 'rpc.method': slash <= 0 ? name : name.slice(slash + 1) };
   return tracer.startSpan(name, { kind, attributes }, parent);
+}
+
+/** A server span of our own for a call no gRPC instrumentation covers, started at first use; `parent` is where it started. */
+export class LazyServerSpan {
+  parent: Context;
+  private started: Span | undefined;
+
+  constructor(private readonly tracer: Tracer, private readonly path: string, private readonly ctx: Context, private readonly metadata: GrpcMetadata) {
+    this.parent = ctx;
+  }
+
+  readonly span = (): Span => {
+    // Under the caller's trace context and baggage, as instrumentation-grpc would extract them.
+    this.started ??= startRpcSpan(this.tracer, SpanKind.SERVER, this.path, (this.parent = propagation.extract(this.ctx, this.metadata, METADATA_GETTER)));
+    return this.started;
+  };
 }
 
 /** UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS. */

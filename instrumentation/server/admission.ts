@@ -31,9 +31,6 @@ export interface Arrival<Carrier> {
   getter: TextMapGetter<Carrier>;
 }
 
-/** Marks a request answered with a refusal: no handler runs. */
-export const REFUSED: unique symbol = Symbol('refused');
-
 type Budget = Omit<NodeInit, 'operation'>;
 
 /**
@@ -47,17 +44,15 @@ function fromNow(ms: number, source: DeadlineSource, wireSkewMs: number | undefi
 
 /**
  * The caller's budget if the caller is trusted (capped at `maxIncomingMs`):
- * the extracted deadline's own cutoff when there is one (a relative header
- * read again a moment later would end a moment later), else the wire values.
- * Failing those, `defaultTimeoutMs` (a deadline of this server's own), else none.
+ * the extracted deadline itself when there is one and the cap leaves it whole
+ * (a relative header read again a moment later would end a moment later), else
+ * the wire values. Failing those, `defaultTimeoutMs` (a deadline of this server's own), else none.
  */
-function budgetOf<Carrier>(settings: ResolvedConfig, propagator: DeadlinePropagator, arrival: Arrival<Carrier>): Budget | undefined {
+function budgetOf<Carrier>(settings: ResolvedConfig, propagator: DeadlinePropagator, arrival: Arrival<Carrier>): DeadlineNode | Budget | undefined {
   const { trusted, extracted } = arrival;
   if (trusted && extracted !== undefined) {
-    const { cutoffMono, expiresAtMs, wireSkewMs } = extracted;
-    const budgetMs = extracted.remainingMs();
     const max = settings.maxIncomingMs;
-    return max !== undefined && budgetMs > max ? fromNow(max, 'remote', wireSkewMs) : { budgetMs, cutoffMono, expiresAtMs, source: 'remote', wireSkewMs };
+    return max !== undefined && extracted.remainingMs() > max ? fromNow(max, 'remote', extracted.wireSkewMs) : extracted;
   }
   const wire = trusted ? propagator.read(arrival.carrier, arrival.getter) : undefined;
   if (wire !== undefined) {
@@ -67,36 +62,41 @@ function budgetOf<Carrier>(settings: ResolvedConfig, propagator: DeadlinePropaga
   return settings.defaultTimeoutMs === undefined ? undefined : fromNow(settings.defaultTimeoutMs, 'local', undefined);
 }
 
+/** True when admit refused: the transport writes the refusal, and no handler runs. */
+export function isRefusal(admission: DeadlineNode | RejectClaim | undefined): admission is RejectClaim {
+  return admission !== undefined && !(admission instanceof DeadlineNode);
+}
+
 /**
  * Admits one incoming request: undefined when it carries no deadline of ours
- * (the handler runs as it is); REFUSED, in enforce mode, when it arrived with
- * its deadline passed or less than `minUsefulMs` left, after `refuse` wrote the
- * transport's refusal; else the deadline its handler runs under: the extracted
- * one itself, renamed, when `maxIncomingMs` left it whole.
+ * (the handler runs as it is); in enforce mode, the refusal for the transport
+ * to write (isRefusal) when it arrived with its deadline passed or less than
+ * `minUsefulMs` left; else the deadline its handler runs under: the extracted
+ * one itself, renamed, when `maxIncomingMs` left it whole. `span`, or what it
+ * makes, records the verdict.
  */
 export function admit<Carrier>(
   host: ServerHost,
   arrival: Arrival<Carrier>,
   operation: string,
-  span: () => Span | undefined,
-  refuse: (claim: RejectClaim) => void,
-): DeadlineNode | typeof REFUSED | undefined {
+  span: Span | (() => Span) | undefined,
+): DeadlineNode | RejectClaim | undefined {
   const { settings } = host;
   const budget = budgetOf(settings, host.serverPropagator, arrival);
   if (budget === undefined) return undefined;
-  const left = budget.budgetMs;
+  const left = budget instanceof DeadlineNode ? budget.remainingMs() : budget.budgetMs;
   const code = left <= 0 ? 'DEADLINE_EXCEEDED' : left < settings.minUsefulMs ? 'INSUFFICIENT_BUDGET' : undefined;
-  if (code !== undefined && settings.mode === 'observe') {
-    span()?.setAttribute(ATTR_DEADLINE_WOULD_REJECT, true);
-  } else if (code !== undefined) {
-    span()?.setAttributes({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: code });
-    span()?.setStatus({ code: SpanStatusCode.ERROR, message: code });
-    refuse(code === 'DEADLINE_EXCEEDED' ? { code } : { code, neededMs: settings.minUsefulMs, remainingMs: left });
-    return REFUSED;
+  if (code !== undefined) {
+    const recorder = typeof span === 'function' ? span() : span;
+    if (settings.mode === 'observe') {
+      recorder?.setAttribute(ATTR_DEADLINE_WOULD_REJECT, true);
+    } else {
+      recorder?.setAttributes({ [ATTR_DEADLINE_OUTCOME]: 'not_started', [ATTR_DEADLINE_ABORT_CODE]: code });
+      recorder?.setStatus({ code: SpanStatusCode.ERROR, message: code });
+      return code === 'DEADLINE_EXCEEDED' ? { code } : { code, neededMs: settings.minUsefulMs, remainingMs: left };
+    }
   }
-  const { extracted } = arrival;
-  if (extracted !== undefined && budget.cutoffMono === extracted.cutoffMono) return extracted.adoptAs(operation);
-  return new DeadlineNode({ operation, ...budget });
+  return budget instanceof DeadlineNode ? budget.adoptAs(operation) : new DeadlineNode({ operation, ...budget });
 }
 
 /**

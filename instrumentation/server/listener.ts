@@ -6,7 +6,7 @@ import { getDeadline, setDeadline, withoutDeadline } from '../../src/context';
 import { DeadlineNode } from '../../src/deadline-node';
 import { DeadlineCancelledError } from '../../src/errors';
 import { ATTR_DEADLINE_WOULD_ABORT } from '../names';
-import { admit, callerGone, REFUSED, type ServerHost } from './admission';
+import { admit, callerGone, isRefusal, type ServerHost } from './admission';
 import { restateForwardedMarkers } from './forwarded-marker';
 import { writeRejectReply } from './reject';
 
@@ -14,6 +14,9 @@ import { writeRejectReply } from './reject';
 export const SERVER_OPERATION = 'http.server';
 
 type RequestListener = (this: unknown, request: IncomingMessage, response: ServerResponse) => unknown;
+
+/** Marks a request answered with a refusal: no listener runs. */
+const REFUSED: unique symbol = Symbol('refused');
 
 /** Per request: the context its listeners run in (undefined: untouched), or REFUSED. */
 type Admitted = Context | typeof REFUSED | undefined;
@@ -35,8 +38,11 @@ function admitRequest(host: ServerHost, request: IncomingMessage, response: Serv
   // instrumentation-http puts its server span in the RPC metadata of the context it runs the listeners in.
   const span = getRPCMetadata(ctx)?.span;
   const arrival = { trusted, extracted: extractedHere(ctx), carrier: request.headers, getter: defaultTextMapGetter };
-  const deadline = admit(host, arrival, SERVER_OPERATION, () => span, (claim) => writeRejectReply(response, settings.rejectStatusCode, claim));
-  if (deadline === REFUSED) return REFUSED;
+  const deadline = admit(host, arrival, SERVER_OPERATION, span);
+  if (isRefusal(deadline)) {
+    writeRejectReply(response, settings.rejectStatusCode, deadline);
+    return REFUSED;
+  }
   // The listeners run: what they send never claims this server refused the request.
   restateForwardedMarkers(response);
   if (deadline === undefined) {

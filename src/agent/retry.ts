@@ -3,22 +3,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { getDeadline, setDeadline } from '../context';
 import type { Deadline, ManagedDeadline } from '../deadline';
-import {
-  abortCodeOf,
-  DeadlineCancelledError,
-  DeadlineExceededError,
-  describeAbortReason,
-  InsufficientBudgetError,
-} from '../errors';
+import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason, InsufficientBudgetError } from '../errors';
 import { checkOperation, checkSignal, endRefusedSpan, errorType, isRefusal, openDeadlineUnder, TRACER_NAME } from '../open';
 import { checkContextManager } from '../context-check';
 import { checkDuration } from '../time';
-import {
-  ATTR_DEADLINE_ABORT_CODE,
-  ATTR_DEADLINE_ABORT_REASON,
-  ATTR_DEADLINE_OUTCOME,
-  ATTR_DEADLINE_REMAINING_MS,
-} from '../attributes';
+import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_OUTCOME, ATTR_DEADLINE_REMAINING_MS } from '../attributes';
 import { RetryEvent, type RetryDecision } from './attributes';
 import { carriesDeadlineExpired, deadlineCodeOf, httpStatusOf } from './replies';
 

@@ -5,12 +5,7 @@ import { abortCodeOf, describeAbortReason } from '../errors';
 import { checkOperation, endRefusedSpan, errorType, isRefusal, openDeadline, TRACER_NAME } from '../open';
 import { checkContextManager } from '../context-check';
 import { checkDuration } from '../time';
-import {
-  ATTR_DEADLINE_ABORT_CODE,
-  ATTR_DEADLINE_ABORT_REASON,
-  ATTR_DEADLINE_AT_MS,
-  ATTR_DEADLINE_REMAINING_MS,
-} from '../attributes';
+import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_AT_MS, ATTR_DEADLINE_REMAINING_MS } from '../attributes';
 import { GEN_AI_OPERATION_EXECUTE_TOOL, ToolAttributes, ToolEvents, type ToolEventName } from './attributes';
 import { admit } from './admit';
 import { deadlineCodeOf } from './replies';

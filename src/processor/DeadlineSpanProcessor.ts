@@ -4,27 +4,7 @@ import type { Deadline } from '../deadline';
 import { DeadlineNode } from '../deadline-node';
 import { abortCodeOf, describeAbortReason } from '../errors';
 import { checkDuration, monotonicNow } from '../time';
-import {
-  ATTR_DEADLINE_ABORT_CODE,
-  ATTR_DEADLINE_ABORT_REASON,
-  ATTR_DEADLINE_AT_MS,
-  ATTR_DEADLINE_BUDGET_MS,
-  ATTR_DEADLINE_EXCEEDED,
-  ATTR_DEADLINE_LATE,
-  ATTR_DEADLINE_OPERATION,
-  ATTR_DEADLINE_OUTCOME,
-  ATTR_DEADLINE_QUEUE_DWELL_MS,
-  ATTR_DEADLINE_REMAINING_AT_END_MS,
-  ATTR_DEADLINE_REMAINING_MS,
-  ATTR_DEADLINE_SOURCE,
-  ATTR_DEADLINE_STOP_LAG_MS,
-  ATTR_DEADLINE_VIOLATION,
-  ATTR_DEADLINE_WIRE_SKEW_MS,
-  ATTR_SPAN_KIND,
-  ATTR_SPAN_NAME,
-  type DeadlineOutcome,
-  type DeadlineViolation,
-} from '../attributes';
+import { ATTR_DEADLINE_ABORT_CODE, ATTR_DEADLINE_ABORT_REASON, ATTR_DEADLINE_AT_MS, ATTR_DEADLINE_BUDGET_MS, ATTR_DEADLINE_EXCEEDED, ATTR_DEADLINE_LATE, ATTR_DEADLINE_OPERATION, ATTR_DEADLINE_OUTCOME, ATTR_DEADLINE_QUEUE_DWELL_MS, ATTR_DEADLINE_REMAINING_AT_END_MS, ATTR_DEADLINE_REMAINING_MS, ATTR_DEADLINE_SOURCE, ATTR_DEADLINE_STOP_LAG_MS, ATTR_DEADLINE_VIOLATION, ATTR_DEADLINE_WIRE_SKEW_MS, ATTR_SPAN_KIND, ATTR_SPAN_NAME, type DeadlineOutcome, type DeadlineViolation } from '../attributes';
 import { lazyInstruments, type DeadlineInstruments } from './metrics';
 import { showStartedSpan } from './started-spans';
 import { addSpanStates, removeSpanStates } from './statement-in-flight';
@@ -79,6 +59,7 @@ const HOP_ENTRY_ATTRIBUTES: Partial<Record<SpanKind, Attributes>> = {
 };
 
 const NO_VIOLATIONS: readonly DeadlineViolation[] = Object.freeze([]);
+const NOTHING_LATE = Object.freeze({ violations: NO_VIOLATIONS, stopLagMs: undefined });
 
 const KIND_NAMES: Record<SpanKind, string> = {
   [SpanKind.INTERNAL]: 'internal',
@@ -149,7 +130,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     const remaining = signed > 0 ? signed : 0;
     const abortReason = abortReasonAt(deadline, signed);
     const startWritten = !this.sdkCallsOnEnding;
-    if (startWritten) span.setAttributes(startAttributes(deadline, remaining));
+    if (startWritten) writeStartAttributes(span, deadline, remaining);
 
     const parentSpan = trace.getSpan(parentContext) as unknown as object | undefined;
     const parentState = parentSpan === undefined ? undefined : this.states.get(parentSpan);
@@ -204,36 +185,38 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     // A command guard still in flight when its span ends without an error: the span ends on the reply.
     const outcome = preset ?? (state.statementInFlight && !endedWithError(span) ? 'completed' : outcomeAt(deadline, abortReason, left));
     const remainingAtEnd = deadline instanceof DeadlineNode ? Math.max(0, left) : deadline.remainingMs();
-    const attributes: Attributes = state.startWritten ? {} : startAttributes(deadline, state.startRemainingMs);
-    attributes[ATTR_DEADLINE_REMAINING_AT_END_MS] = Math.floor(remainingAtEnd);
-    attributes[ATTR_DEADLINE_EXCEEDED] = remainingAtEnd <= 0;
-    if (preset === undefined) attributes[ATTR_DEADLINE_OUTCOME] = outcome;
-
     let abortCode = span.attributes[ATTR_DEADLINE_ABORT_CODE];
-    if (abortReason !== undefined && abortCode === undefined) {
-      abortCode = attributes[ATTR_DEADLINE_ABORT_CODE] = abortCodeOf(abortReason);
-      attributes[ATTR_DEADLINE_ABORT_REASON] = describeAbortReason(abortReason);
-    }
+    const abortCodeToWrite = abortReason !== undefined && abortCode === undefined ? abortCodeOf(abortReason) : undefined;
+    abortCode ??= abortCodeToWrite;
     if (typeof abortCode === 'string') this.instruments().aborts.add(1, { [ATTR_DEADLINE_ABORT_CODE]: abortCode });
 
     // When the abort reached the span: recorded by our own deadlines only; another implementation's counts from its cutoff.
     const abortMono = abortReason !== undefined && deadline instanceof DeadlineNode ? deadline.peekAbortRecordedAtMono() : undefined;
+    // Judged before anything is written: whether a guard cut the span is read from what the guard wrote.
     const { violations, stopLagMs } = this.judgeEnd(span, state, outcome, abortMono, endMono);
     const parentState = state.parentState;
     // Kept only for the comparison just made: do not hold the parent's state alive.
     state.parentState = undefined;
     if (parentState !== undefined) parentState.lastChildEndMono = endMono;
+    // One setAttribute each, in this order: the SDK's setAttributes does the same after walking an object.
+    if (!state.startWritten) writeStartAttributes(span, deadline, state.startRemainingMs);
+    span.setAttribute(ATTR_DEADLINE_REMAINING_AT_END_MS, Math.floor(remainingAtEnd));
+    span.setAttribute(ATTR_DEADLINE_EXCEEDED, remainingAtEnd <= 0);
+    if (preset === undefined) span.setAttribute(ATTR_DEADLINE_OUTCOME, outcome);
+    if (abortCodeToWrite !== undefined) {
+      span.setAttribute(ATTR_DEADLINE_ABORT_CODE, abortCodeToWrite);
+      span.setAttribute(ATTR_DEADLINE_ABORT_REASON, describeAbortReason(abortReason));
+    }
     if (stopLagMs !== undefined) {
-      attributes[ATTR_DEADLINE_STOP_LAG_MS] = stopLagMs;
+      span.setAttribute(ATTR_DEADLINE_STOP_LAG_MS, stopLagMs);
       this.instruments().stopLag.record(stopLagMs, this.stopLagLabels(span, abortCode));
     }
     if (violations.length > 0) {
-      attributes[ATTR_DEADLINE_LATE] = true;
-      attributes[ATTR_DEADLINE_VIOLATION] = violations.join(',');
+      span.setAttribute(ATTR_DEADLINE_LATE, true);
+      span.setAttribute(ATTR_DEADLINE_VIOLATION, violations.join(','));
       const counter = this.instruments().violations;
       for (const violation of violations) counter.add(1, { [ATTR_DEADLINE_VIOLATION]: violation });
     }
-    span.setAttributes(attributes);
   }
 
   onEnd(span: object): void {
@@ -297,7 +280,10 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
       endedAfterParent = judged.endedAfterParent;
       endedAfterDeadline = judged.endedAfterDeadline;
     }
-    const violations = state.startViolations.filter((v) => ran || v === 'later_than_parent');
+    const { startViolations } = state;
+    // Most spans: nothing to flag, and nothing allocated to say so.
+    if (startViolations.length === 0 && !endedAfterParent && !endedAfterDeadline && stopLagMs === undefined) return NOTHING_LATE;
+    const violations = startViolations.filter((v) => ran || v === 'later_than_parent');
     if (endedAfterParent) violations.push('ended_after_parent');
     if (endedAfterDeadline) violations.push('ended_after_deadline');
     return { violations, stopLagMs };
@@ -310,16 +296,13 @@ function cutByPackage(span: ProcessedSpan): boolean {
   return attributes[ATTR_DEADLINE_ABORT_CODE] !== undefined && CUT_OUTCOMES.has(attributes[ATTR_DEADLINE_OUTCOME]);
 }
 
-/** The start attributes; the operation is read now, since a server renames the adopted node after its span started. */
-function startAttributes(deadline: Deadline, remaining: number): Attributes {
-  const attributes: Attributes = {
-    [ATTR_DEADLINE_AT_MS]: Math.floor(deadline.expiresAtMs),
-    [ATTR_DEADLINE_REMAINING_MS]: Math.floor(remaining),
-    [ATTR_DEADLINE_BUDGET_MS]: Math.round(deadline.budgetMs),
-    [ATTR_DEADLINE_SOURCE]: deadline.source,
-    [ATTR_DEADLINE_OPERATION]: deadline.operation,
-  };
-  if (deadline.wireSkewMs !== undefined) attributes[ATTR_DEADLINE_WIRE_SKEW_MS] = deadline.wireSkewMs;
-  if (deadline.queueDwellMs !== undefined) attributes[ATTR_DEADLINE_QUEUE_DWELL_MS] = deadline.queueDwellMs;
-  return attributes;
+/** Writes the start attributes; the operation is read now, since a server renames the adopted node after its span started. */
+function writeStartAttributes(span: ProcessedSpan, deadline: Deadline, remaining: number): void {
+  span.setAttribute(ATTR_DEADLINE_AT_MS, Math.floor(deadline.expiresAtMs));
+  span.setAttribute(ATTR_DEADLINE_REMAINING_MS, Math.floor(remaining));
+  span.setAttribute(ATTR_DEADLINE_BUDGET_MS, Math.round(deadline.budgetMs));
+  span.setAttribute(ATTR_DEADLINE_SOURCE, deadline.source);
+  span.setAttribute(ATTR_DEADLINE_OPERATION, deadline.operation);
+  if (deadline.wireSkewMs !== undefined) span.setAttribute(ATTR_DEADLINE_WIRE_SKEW_MS, deadline.wireSkewMs);
+  if (deadline.queueDwellMs !== undefined) span.setAttribute(ATTR_DEADLINE_QUEUE_DWELL_MS, deadline.queueDwellMs);
 }

@@ -38,10 +38,14 @@ function wireValue(getter: TextMapGetter, carrier: unknown, key: string): Header
   return typeof value === 'string' || Array.isArray(value) ? (value as HeaderValue) : undefined;
 }
 
-/** The smallest of the values given; undefined when none is. */
-function smallestOf(...values: (number | undefined)[]): number | undefined {
-  const given = values.filter((value) => value !== undefined);
-  return given.length === 0 ? undefined : Math.min(...given);
+/** The smallest whole-ms value of `key` in the carrier. */
+function msIn(getter: TextMapGetter, carrier: unknown, key: string): number | undefined {
+  return smallest(wireValue(getter, carrier, key), parseIntegerMs);
+}
+
+/** The smaller of two values; undefined when neither is given. */
+function smallerOf(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined || (b !== undefined && b < a) ? b : a;
 }
 
 /**
@@ -123,13 +127,12 @@ export class DeadlinePropagator implements TextMapPropagator {
   /** Reads and combines the wire values; `undefined` when none is usable. Never throws. */
   read(carrier: unknown, getter: TextMapGetter): IncomingDeadline | undefined {
     try {
-      const ms = (key: string) => smallest(wireValue(getter, carrier, key), parseIntegerMs);
       const grpcTimeout = smallest(wireValue(getter, carrier, HEADER_GRPC_TIMEOUT), parseGrpcTimeout);
-      const relative = smallestOf(ms(HEADER_REMAINING_MS), grpcTimeout, ms(HEADER_CONNECT_TIMEOUT_MS), ms(HEADER_RUN_DEADLINE_MS));
-      const absolute = smallestOf(ms(HEADER_AT_MS), smallestBaggageMs(wireValue(getter, carrier, HEADER_BAGGAGE), BAGGAGE_DEADLINE_KEY));
+      const relative = smallerOf(smallerOf(msIn(getter, carrier, HEADER_REMAINING_MS), grpcTimeout), smallerOf(msIn(getter, carrier, HEADER_CONNECT_TIMEOUT_MS), msIn(getter, carrier, HEADER_RUN_DEADLINE_MS)));
+      const absolute = smallerOf(msIn(getter, carrier, HEADER_AT_MS), smallestBaggageMs(wireValue(getter, carrier, HEADER_BAGGAGE), BAGGAGE_DEADLINE_KEY));
       const nowEpoch = Date.now();
       const fromAbsolute = absolute === undefined ? undefined : Math.max(0, absolute - nowEpoch);
-      let remaining = this.clock === 'relative' ? relative : this.clock === 'absolute' ? fromAbsolute : smallestOf(relative, fromAbsolute);
+      let remaining = this.clock === 'relative' ? relative : this.clock === 'absolute' ? fromAbsolute : smallerOf(relative, fromAbsolute);
       if (remaining === undefined) return undefined;
       remaining = Math.min(remaining, this.maxIncomingMs);
       const wireSkewMs = relative !== undefined && absolute !== undefined ? Math.round(absolute - (nowEpoch + relative)) : undefined;

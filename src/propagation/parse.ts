@@ -10,6 +10,8 @@ const MAX_HEADER_VALUE_LENGTH = 1024;
 const MAX_BAGGAGE_LENGTH = 8192;
 const MAX_LIST_ITEMS = 32;
 
+/** A constant: a regular expression literal in a function is a new object at each call. */
+const INTEGER_MS = /^[0-9]{1,15}$/;
 const GRPC_TIMEOUT = /^([0-9]{1,8})([HMSmun])$/;
 const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 
@@ -23,12 +25,13 @@ type ParseOne = (item: string) => number | undefined;
  * it. Bounded in length and count.
  */
 export function smallest(raw: HeaderValue, parseOne: ParseOne, maxLength = MAX_HEADER_VALUE_LENGTH, maxItems = MAX_LIST_ITEMS): number | undefined {
-  // Most headers asked for are absent, and most present ones hold one value: neither needs a list.
+  // Most headers asked for are absent, and most present ones hold one value (a gRPC getter's one-item list): neither needs a list.
   if (raw === undefined) return undefined;
-  if (typeof raw === 'string') {
+  const single: unknown = typeof raw === 'string' ? raw : raw.length === 1 ? raw[0] : undefined;
+  if (typeof single === 'string') {
     // The length first: a hostile 1 MiB value is not even scanned for a comma.
-    if (raw.length > maxLength) return undefined;
-    if (!raw.includes(',')) return parseOne(raw.trim());
+    if (single.length > maxLength) return undefined;
+    if (!single.includes(',')) return parseOne(single.trim());
   }
   const values: unknown[] = Array.isArray(raw) ? raw.slice(0, MAX_LIST_ITEMS) : [raw];
   let best: number | undefined;
@@ -44,7 +47,7 @@ export function smallest(raw: HeaderValue, parseOne: ParseOne, maxLength = MAX_H
 
 /** 1 to 15 ASCII digits: always a safe integer. */
 export function parseIntegerMs(item: string): number | undefined {
-  return /^[0-9]{1,15}$/.test(item) ? Number(item) : undefined;
+  return INTEGER_MS.test(item) ? Number(item) : undefined;
 }
 
 /** gRPC's `grpc-timeout`: up to 8 digits and a unit (H, M, S, m, u, n). */
@@ -59,7 +62,9 @@ export function smallestBaggageMs(raw: HeaderValue, key: string): number | undef
   const parseMember = (member: string) => {
     const eq = member.indexOf('=');
     // Baggage members may carry `;property` metadata after the value.
-    return eq >= 0 && member.slice(0, eq).trim() === key ? parseIntegerMs(member.slice(eq + 1).split(';', 1)[0].trim()) : undefined;
+    if (eq < 0 || member.slice(0, eq).trim() !== key) return undefined;
+    const end = member.indexOf(';', eq);
+    return parseIntegerMs(member.slice(eq + 1, end < 0 ? undefined : end).trim());
   };
   return smallest(raw, parseMember, MAX_BAGGAGE_LENGTH, 180);
 }
