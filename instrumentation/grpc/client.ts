@@ -5,10 +5,10 @@ import { getDeadline, withoutDeadline } from '../../src/context';
 import { withDeadlineOffWire, withDeadlineOnWire } from '../call/wire-context';
 import type { Deadline } from '../../src/deadline';
 import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
-import { BAGGAGE_DEADLINE_KEY, HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
-import { parseIntegerMs, smallest, smallestBaggageMs } from '../../src/propagation/parse';
+import { HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
+import { parseIntegerMs } from '../../src/propagation/parse';
 import { baggageWithoutDeadline } from '../call/baggage-text';
-import { refusalFor } from '../call/budget';
+import { budgetLeft, mayStart, refusalAt } from '../call/budget';
 import type { ClientHost } from '../call/host';
 import { ATTR_DEADLINE_WOULD_REJECT } from '../names';
 import { GrpcCallGuard, type GrpcCallInit } from './client-call';
@@ -52,8 +52,9 @@ export function makeCreateCallWrapper(instrumentation: GrpcClientHost, Metadata:
       // The wall clock before the monotonic one: a pause between the two reads can then only make
       // the deadline handed to grpc-js below earlier than our cutoff, never later.
       const nowEpoch = Date.now();
-      const remaining = active.remainingMs();
-      const refusal = refusalFor(active, `grpc ${method}`, settings.minUsefulMs);
+      const left = budgetLeft(active);
+      const remaining = left >= 0 ? left : active.remainingMs();
+      const refusal = mayStart(left, settings.minUsefulMs) ? undefined : refusalAt(active, left, `grpc ${method}`, settings.minUsefulMs);
       if (refusal !== undefined && observe) span.setAttribute(ATTR_DEADLINE_WOULD_REJECT, true);
       const own = deadlineEpochMs(deadline);
       // Whole milliseconds, rounded down (never past the cutoff): grpc-js hands
@@ -114,15 +115,21 @@ function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadline: De
 }
 
 /**
- * Whether the metadata holds what our propagator would write now: instrumentation-grpc's global propagator, when
- * DeadlinePropagator is in it, wrote it a moment ago. Metadata an app forwarded from another call can hold the
- * same cutoff with an older remaining: the remaining must be this millisecond's, and the baggage carry the cutoff.
+ * Whether the metadata holds what our propagator would write now. It does when the global propagator holds a
+ * DeadlinePropagator (its fields say so), which instrumentation-grpc's inject ran a moment before: headers and
+ * baggage entry. The remaining must still be this millisecond's: an interceptor may have held the start back.
  */
 function holdsDeadline(metadata: GrpcMetadata, deadline: Deadline): boolean {
-  const atMs = Math.floor(deadline.expiresAtMs);
-  const remaining = smallest(metadata.get(HEADER_REMAINING_MS) as string[], parseIntegerMs);
+  if (!propagation.fields().includes(HEADER_AT_MS)) return false;
+  const remaining = writtenMs(metadata, HEADER_REMAINING_MS);
   if (remaining === undefined || Math.abs(remaining - Math.floor(deadline.remainingMs())) > 1) return false;
-  return smallest(metadata.get(HEADER_AT_MS) as string[], parseIntegerMs) === atMs && smallestBaggageMs(metadata.get(HEADER_BAGGAGE) as string[], BAGGAGE_DEADLINE_KEY) === atMs;
+  return writtenMs(metadata, HEADER_AT_MS) === Math.floor(deadline.expiresAtMs);
+}
+
+/** The value of `key` when it is one whole number of ms, as our propagator writes it. */
+function writtenMs(metadata: GrpcMetadata, key: string): number | undefined {
+  const values = metadata.get(key);
+  return values.length === 1 && typeof values[0] === 'string' ? parseIntegerMs(values[0]) : undefined;
 }
 
 /**

@@ -45,14 +45,6 @@ function listenDirectly(call: ServerCallLike, event: string | symbol, listener: 
   else call.on(event, listener);
 }
 
-/** What a call admitted with a deadline of ours carries through its life. */
-export interface ServerGuard {
-  deadline: DeadlineNode;
-  span: Span;
-  ownSpan: boolean;
-  observe: boolean;
-}
-
 /**
  * One incoming call from its handler's start to its end: what the handler sends has a forwarded refusal
  * marker restated. With a deadline of ours, a cancel (by the client, or a stream reset) aborts it, and the
@@ -66,10 +58,14 @@ export class ServerCallWatch {
   private readonly onFinish: (() => void) | undefined;
   private readonly onError: ((error: unknown) => void) | undefined;
 
+  /** With a deadline of ours (`deadline`): the span it records on, which is ours to end when `ownSpan`. */
   constructor(
     private readonly call: ServerCallLike,
     streaming: boolean,
-    private readonly guard: ServerGuard | undefined,
+    private readonly deadline?: DeadlineNode,
+    private readonly span?: Span,
+    private readonly ownSpan = false,
+    private readonly observe = false,
   ) {
     listenDirectly(call, 'cancelled', this.onCancelled);
     if (!streaming) return;
@@ -109,13 +105,12 @@ export class ServerCallWatch {
   }
 
   private cancelled(): void {
-    const { guard } = this;
-    if (guard === undefined || guard.observe) {
-      guard?.span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
+    const { deadline } = this;
+    if (deadline === undefined || this.observe) {
+      this.span?.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
       return this.finish(GRPC_CANCELLED);
     }
-    const { deadline } = guard;
-    callerGone(deadline, guard.span, () =>
+    callerGone(deadline, this.span, () =>
       // grpc-js's own deadline timer (set from the same grpc-timeout, in whole ms) can end the call a moment before ours.
       deadlineEpochMs(this.call.getDeadline()) <= Date.now()
         ? new DeadlineExceededError(GRPC_SERVER_OPERATION, deadline.expiresAtMs)
@@ -127,13 +122,13 @@ export class ServerCallWatch {
   private finish(code: number): void {
     if (this.finished) return;
     this.finished = true;
-    const { call, guard } = this;
+    const { call, deadline, span } = this;
     call.removeListener('cancelled', this.onCancelled);
     if (this.onFinish !== undefined) call.removeListener('finish', this.onFinish);
     if (this.onError !== undefined) call.removeListener(errorMonitor, this.onError);
-    if (guard === undefined) return;
-    if (guard.observe && guard.deadline.expired) guard.span.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
-    guard.deadline.dispose();
-    if (guard.ownSpan) endRpcSpan(guard.span, code, SpanKind.SERVER);
+    if (deadline === undefined) return;
+    if (this.observe && deadline.expired) span?.setAttribute(ATTR_DEADLINE_WOULD_ABORT, true);
+    deadline.dispose();
+    if (this.ownSpan && span !== undefined) endRpcSpan(span, code, SpanKind.SERVER);
   }
 }

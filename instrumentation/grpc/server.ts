@@ -97,12 +97,12 @@ function runGuarded(host: GrpcServerHost, Metadata: MetadataConstructor, method:
   if (deadline === undefined) {
     // Ours is authoritative at the trust edge: drop what a global propagator extracted (as on HTTP).
     handlerContext = withoutDeadline(ctx);
-    watch = new ServerCallWatch(call, responseStream, undefined);
+    watch = new ServerCallWatch(call, responseStream);
   } else {
-    const guard = { deadline, span: covering ?? own!.span(), ownSpan: own !== undefined, observe: host.settings.mode === 'observe' };
-    watch = new ServerCallWatch(call, responseStream, guard);
+    const span = covering ?? own!.span();
+    watch = new ServerCallWatch(call, responseStream, deadline, span, own !== undefined, host.settings.mode === 'observe');
     // An adopted deadline is in the context already.
-    handlerContext = deadline === getDeadline(ctx) ? ctx : setDeadline(own === undefined ? ctx : trace.setSpan(own.parent, guard.span), deadline);
+    handlerContext = deadline === getDeadline(ctx) ? ctx : setDeadline(own === undefined ? ctx : trace.setSpan(own.parent, span), deadline);
     // A streaming call's listeners ('data', 'end', 'cancelled') run where grpc-js
     // emits them, outside the handler's context: bound, they see its deadline too.
     if (requestStream || responseStream) context.bind(handlerContext, call);

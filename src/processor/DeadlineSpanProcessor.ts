@@ -26,25 +26,23 @@ export const DEFAULT_LATE_GRACE_MS = 250;
 
 /** Where a span's deadline ends, which is all its children compare against. */
 interface Cutoff {
-  /** On the monotonic clock, for this package's own deadlines. */
-  cutoffMono: number | undefined;
+  /** On the monotonic clock: exact for this package's own deadlines (`ownCutoff`), approximate for a foreign one. */
+  stopCutoffMono: number;
+  ownCutoff: boolean;
   expiresAtMs: number;
 }
 
 interface SpanState extends Cutoff {
-  /** The cutoff for any deadline (approximate for a foreign one). */
-  stopCutoffMono: number;
   startMono: number;
   endedAtMono: number | undefined;
   endedInTurn: number;
   /** A parent waiting on a child's stop is not late for it. */
   lastChildEndMono: number | undefined;
-  /** Dropped at the end: an ended span can wait seconds in an exporter's queue, holding the node. */
+  /** Dropped at the end (and so, undefined once finished): an ended span can wait seconds in an exporter's queue, holding the node. */
   deadline: Deadline | undefined;
   /** The in-process parent's state (a consumer's producer excluded), until this span ends. */
   parentState: SpanState | undefined;
   startViolations: readonly DeadlineViolation[];
-  finished: boolean;
   startRemainingMs: number;
   /** Otherwise written with the end attributes (see onEnding). */
   startWritten: boolean;
@@ -74,7 +72,7 @@ const CUT_OUTCOMES: ReadonlySet<unknown> = new Set(['expired', 'cancelled', 'unk
 
 /** Compares on the monotonic clock when both are ours, so equal cutoffs compare exactly. */
 function isLaterThan(deadline: Deadline, parent: Cutoff): boolean {
-  if (deadline instanceof DeadlineNode && parent.cutoffMono !== undefined) return deadline.cutoffMono > parent.cutoffMono;
+  if (deadline instanceof DeadlineNode && parent.ownCutoff) return deadline.cutoffMono > parent.stopCutoffMono;
   return deadline.expiresAtMs > parent.expiresAtMs;
 }
 
@@ -147,19 +145,18 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
     // Only in-process SDK spans can be compared; a remote parent has no `ended`. A
     // consumer runs after its producer span ended by design: that is not lateness.
     const localParent = span.kind !== SpanKind.CONSUMER ? parentState : undefined;
-    const cutoffMono = deadline instanceof DeadlineNode ? deadline.cutoffMono : undefined;
+    const ownCutoff = deadline instanceof DeadlineNode;
     this.states.set(span, {
       deadline,
-      cutoffMono,
+      ownCutoff,
       expiresAtMs: deadline.expiresAtMs,
-      stopCutoffMono: cutoffMono ?? startMono + signed,
+      stopCutoffMono: ownCutoff ? deadline.cutoffMono : startMono + signed,
       startMono,
       endedAtMono: undefined,
       endedInTurn: -1,
       lastChildEndMono: undefined,
       parentState: localParent,
       startViolations,
-      finished: false,
       startRemainingMs: remaining,
       startWritten,
       statementInFlight: false,
@@ -171,8 +168,7 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   onEnding(span: ProcessedSpan): void {
     this.sdkCallsOnEnding = true;
     const state = this.states.get(span);
-    if (state === undefined || state.finished || state.deadline === undefined) return;
-    state.finished = true;
+    if (state === undefined || state.deadline === undefined) return;
     const { deadline } = state;
     state.deadline = undefined;
     const preset = span.attributes[ATTR_DEADLINE_OUTCOME] as DeadlineOutcome | undefined;
@@ -222,8 +218,8 @@ export class DeadlineSpanProcessor implements SdkSpanProcessor {
   onEnd(span: object): void {
     // Only reached unfinished when the SDK has no onEnding: count what we can.
     const state = this.states.get(span);
-    if (state === undefined || state.finished) return;
-    state.finished = true;
+    if (state === undefined || state.deadline === undefined) return;
+    state.deadline = undefined;
     const counter = this.instruments().violations;
     for (const violation of state.startViolations) counter.add(1, { [ATTR_DEADLINE_VIOLATION]: violation });
   }

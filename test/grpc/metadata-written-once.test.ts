@@ -62,6 +62,25 @@ describe('deadline metadata forwarded from an earlier call, with no DeadlineProp
 });
 
 describe('with DeadlinePropagator in the global propagator', () => {
+  it('writes the remaining again when an interceptor held the start back past what instrumentation-grpc wrote', async () => {
+    const { InterceptingCall } = suite.grpc;
+    // instrumentation-grpc writes the metadata in the client method; this interceptor starts the call 50 ms later.
+    const holdBack: import('@grpc/grpc-js').Interceptor = (options, nextCall) =>
+      new InterceptingCall(nextCall(options), { start: (metadata, listener, next) => void setTimeout(() => next(metadata, listener), 50) });
+    const deadline = openDeadline({ operation: 'parent', timeoutMs: 20_000, parent: null });
+    try {
+      const { error, reply, atCall } = await context.with(setDeadline(context.active(), deadline), async () => {
+        const atCall = Math.floor(deadline.remainingMs());
+        return { ...(await callKind(suite.client, 'Unary', 'echo', { interceptors: [holdBack] })), atCall };
+      });
+      expect(error).toBeNull();
+      expect(Number(reply!.remainingHeader)).toBeLessThanOrEqual(atCall - 40);
+      expect(reply!.atMsHeader).toBe(String(Math.floor(deadline.expiresAtMs)));
+    } finally {
+      deadline.dispose();
+    }
+  });
+
   it('sends the values instrumentation-grpc wrote, once each', async () => {
     const { atMs, reply } = await callForwarding(() => ({}));
     expect(reply.atMsHeader).toBe(String(atMs));
