@@ -120,10 +120,19 @@ function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadline: De
  * baggage entry. The remaining must still be this millisecond's: an interceptor may have held the start back.
  */
 function holdsDeadline(metadata: GrpcMetadata, deadline: Deadline): boolean {
-  if (!propagation.fields().includes(HEADER_AT_MS)) return false;
+  if (!globalPropagatorWritesDeadline()) return false;
   const remaining = writtenMs(metadata, HEADER_REMAINING_MS);
   if (remaining === undefined || Math.abs(remaining - Math.floor(deadline.remainingMs())) > 1) return false;
   return writtenMs(metadata, HEADER_AT_MS) === Math.floor(deadline.expiresAtMs);
+}
+
+/** Whether the global propagator's fields list ours; a user propagator whose `fields()` throws counts as no. */
+function globalPropagatorWritesDeadline(): boolean {
+  try {
+    return propagation.fields().includes(HEADER_AT_MS);
+  } catch {
+    return false;
+  }
 }
 
 /** The value of `key` when it is one whole number of ms, as our propagator writes it. */

@@ -61,6 +61,24 @@ describe('deadline metadata forwarded from an earlier call, with no DeadlineProp
   });
 });
 
+describe('a global propagator whose fields() throws', () => {
+  it('does not break the call, which carries our metadata', async () => {
+    const throwing: TextMapPropagator = {
+      inject: () => {},
+      extract: (ctx) => ctx,
+      fields: () => {
+        throw new Error('fields() broke');
+      },
+    };
+    propagation.disable();
+    propagation.setGlobalPropagator(throwing);
+    const { atMs, reply } = await callForwarding(() => ({}));
+    expect(reply.atMsHeader).toBe(String(atMs));
+    expect(Number(reply.remainingHeader)).toBeLessThanOrEqual(20_000);
+    expect(reply.baggageHeader).toBe(`deadline.at_ms=${atMs}`);
+  });
+});
+
 describe('with DeadlinePropagator in the global propagator', () => {
   it('writes the remaining again when an interceptor held the start back past what instrumentation-grpc wrote', async () => {
     const { InterceptingCall } = suite.grpc;
