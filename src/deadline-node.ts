@@ -12,19 +12,20 @@ export type NodeInit = Pick<Deadline, 'operation' | 'expiresAtMs' | 'source' | '
 const NOT_ABORTED: unique symbol = Symbol('not aborted');
 
 /**
- * A subscription. A class, not an object literal: V8 may move a literal's allocation site to old space
- * ("pretenuring"), and an entry made there keeps the guard it reaches, and all its call's young
- * objects, alive through every scavenge until a full GC.
- * Measured on a Redis GET under a deadline: that made the guard cost about four times as much (docs/databases.md).
+ * @internal What is told, once, when a deadline aborts (`watchDeadline`): a guard is its own watcher, with no closure
+ * per call. Make watchers class instances, not object literals: V8 may move a literal's allocation site to old space
+ * ("pretenuring"), and an entry made there keeps the guard it reaches, and all its call's young objects, alive through
+ * every scavenge until a full GC. Measured on a Redis GET under a deadline: that made the guard cost about four times
+ * as much (docs/databases.md).
  */
-class Subscription {
-  constructor(readonly listener: (reason: unknown) => void) {}
+export interface AbortWatcher {
+  onAbort(reason: unknown): void;
 }
 
-/** A listener that throws must not stop the abort from reaching the rest of the tree. */
-function notify(listener: (reason: unknown) => void, reason: unknown): void {
+/** A watcher that throws must not stop the abort from reaching the rest of the tree. */
+function notify(watcher: AbortWatcher, reason: unknown): void {
   try {
-    listener(reason);
+    watcher.onAbort(reason);
   } catch (err) {
     // Same as an AbortSignal listener that throws: it stops nothing, but say so.
     diag.debug('otel-deadline: an abort listener threw', err);
@@ -77,7 +78,7 @@ export class DeadlineNode implements ManagedDeadline {
   private armedChildren: Set<DeadlineNode> | undefined;
   private detachListeners: (() => void) | undefined;
   /** One entry per subscription, so the same listener subscribed twice is two holds. */
-  private abortSubscribers: Set<Subscription> | undefined;
+  private abortSubscribers: Set<AbortWatcher> | undefined;
   private isDisposed = false;
 
   constructor(init: NodeInit) {
@@ -148,21 +149,19 @@ export class DeadlineNode implements ManagedDeadline {
     return this.controller.signal;
   }
 
-  /** @internal What `onDeadlineAbort` does for this package's own deadlines; use that. */
-  subscribe(listener: (reason: unknown) => void): () => void {
+  /** @internal Tells `watcher` once when this aborts (at once if it has), until `unsubscribe`: see `watchDeadline`. */
+  subscribe(watcher: AbortWatcher): void {
     // arm() ends by deriving the abort state; an armed node is derived here instead.
     if (this.armed || this.reason !== NOT_ABORTED) this.currentReason();
     else this.arm();
-    if (this.reason !== NOT_ABORTED) {
-      listener(this.reason);
-      return () => {};
-    }
+    if (this.reason !== NOT_ABORTED) return watcher.onAbort(this.reason);
     this.startTimer();
-    const entry = new Subscription(listener);
-    (this.abortSubscribers ??= new Set()).add(entry);
-    return () => {
-      if (this.abortSubscribers?.delete(entry) === true) this.releaseIfIdle();
-    };
+    (this.abortSubscribers ??= new Set()).add(watcher);
+  }
+
+  /** @internal */
+  unsubscribe(watcher: AbortWatcher): void {
+    if (this.abortSubscribers?.delete(watcher) === true) this.releaseIfIdle();
   }
 
   /** @internal The ms left, or -1 once aborted (`abortReason` then holds why), with one clock read. */
@@ -262,7 +261,7 @@ export class DeadlineNode implements ManagedDeadline {
       node.controller?.abort(reason);
       const subscribers = node.abortSubscribers;
       node.abortSubscribers = undefined;
-      if (subscribers !== undefined) for (const { listener } of subscribers) notify(listener, reason);
+      if (subscribers !== undefined) for (const watcher of subscribers) notify(watcher, reason);
     }
   }
 

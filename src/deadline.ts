@@ -1,4 +1,4 @@
-import { DeadlineNode } from './deadline-node';
+import { DeadlineNode, type AbortWatcher } from './deadline-node';
 
 export type DeadlineSource = 'local' | 'remote';
 
@@ -58,18 +58,25 @@ export interface DeadlineOptions {
   reserveMs?: number;
 }
 
+/** The listener on a foreign Deadline's signal, by watcher: each watcher watches one deadline at a time. */
+const signalListeners = new WeakMap<AbortWatcher, () => void>();
+
 /**
- * Calls `listener(reason)` once when `deadline` aborts (at once if it has); returns the unsubscribe.
- * It keeps the deadline enforced, even after dispose: unsubscribe when the guarded work settles.
+ * @internal The one way to be told of an abort: `watcher.onAbort(reason)` once when `deadline` aborts (at once if it
+ * has), until `unwatchDeadline`. It keeps the deadline enforced, even after dispose: unwatch when the guarded work settles.
  */
-export function onDeadlineAbort(deadline: Deadline, listener: (reason: unknown) => void): () => void {
-  if (deadline instanceof DeadlineNode) return deadline.subscribe(listener);
+export function watchDeadline(deadline: Deadline, watcher: AbortWatcher): void {
+  if (deadline instanceof DeadlineNode) return deadline.subscribe(watcher);
   const signal = deadline.signal;
-  if (signal.aborted) {
-    listener(signal.reason);
-    return () => {};
-  }
-  const onAbort = () => listener(signal.reason);
-  signal.addEventListener('abort', onAbort, { once: true });
-  return () => signal.removeEventListener('abort', onAbort);
+  if (signal.aborted) return watcher.onAbort(signal.reason);
+  const listener = () => watcher.onAbort(signal.reason);
+  signal.addEventListener('abort', listener, { once: true });
+  signalListeners.set(watcher, () => signal.removeEventListener('abort', listener));
+}
+
+/** @internal Ends what `watchDeadline` started; nothing for a pair that is not watching. */
+export function unwatchDeadline(deadline: Deadline, watcher: AbortWatcher): void {
+  if (deadline instanceof DeadlineNode) return deadline.unsubscribe(watcher);
+  signalListeners.get(watcher)?.();
+  signalListeners.delete(watcher);
 }

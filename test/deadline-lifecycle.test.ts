@@ -1,7 +1,7 @@
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { DeadlineCancelledError, DeadlineExceededError, openDeadline, type ManagedDeadline } from '../src';
-import { onDeadlineAbort } from '../src/deadline';
+import { watchAbort } from './helpers/watch';
 import { DeadlineNode } from '../src/deadline-node';
 import { aborted, sleep } from './helpers/otel';
 import { watchTimers } from './helpers/timers';
@@ -51,7 +51,7 @@ describe('dispose releases resources, never enforcement', () => {
     try {
       const root = openDeadline({ operation: 'root', timeoutMs: 60_000, parent: null, signal: caller.signal });
       const child = root.child('call', 30_000) as DeadlineNode;
-      const unsubscribe = onDeadlineAbort(child, () => {});
+      const unsubscribe = watchAbort(child, () => {});
       child.dispose();
       root.dispose();
       // Held: the child's cutoff timer and the root's listener on the caller's signal both stay.
@@ -73,7 +73,7 @@ describe('dispose releases resources, never enforcement', () => {
     const root = openDeadline({ operation: 'root', timeoutMs: 60_000, parent: null, signal: caller.signal });
     const scope = root.child('scope', 30_000);
     const seen: unknown[] = [];
-    const unsubscribe = onDeadlineAbort(scope, (reason) => seen.push(reason));
+    const unsubscribe = watchAbort(scope, (reason) => seen.push(reason));
     scope.dispose();
     root.dispose();
     caller.abort(new DeadlineCancelledError('root', 'client disconnected'));
@@ -105,7 +105,7 @@ describe('dispose releases resources, never enforcement', () => {
     void root.signal;
     for (let i = 0; i < 1_000; i++) {
       const child = root.child('c', 30_000);
-      const unsubscribe = onDeadlineAbort(child, () => {});
+      const unsubscribe = watchAbort(child, () => {});
       child.dispose();
       unsubscribe();
     }

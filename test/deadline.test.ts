@@ -7,7 +7,7 @@ import {
   openDeadline,
   type ManagedDeadline,
 } from '../src';
-import { onDeadlineAbort } from '../src/deadline';
+import { watchAbort } from './helpers/watch';
 import type { DeadlineNode } from '../src/deadline-node';
 import { mayStart, refusalAt, refusalFor } from '../instrumentation/call/budget';
 import { untilPassed } from './helpers/clock';
@@ -330,7 +330,7 @@ describe('timers and listeners', () => {
   });
 });
 
-describe('onDeadlineAbort (the one way to be told of an abort)', () => {
+describe('watchDeadline (the one way to be told of an abort)', () => {
   it('tells a subscriber once, with the ancestor reason, without creating an AbortController', () => {
     const RealController = globalThis.AbortController;
     let created = 0;
@@ -344,8 +344,8 @@ describe('onDeadlineAbort (the one way to be told of an abort)', () => {
       const root = openDeadline({ operation: 'root', timeoutMs: 10_000, parent: null });
       const child = root.child('call', 10_000);
       const seen: unknown[] = [];
-      onDeadlineAbort(child, (reason) => seen.push(reason));
-      const stop = onDeadlineAbort(child, () => seen.push('unsubscribed one'));
+      watchAbort(child, (reason) => seen.push(reason));
+      const stop = watchAbort(child, () => seen.push('unsubscribed one'));
       stop();
       (root as unknown as { abort(reason: unknown): void }).abort('gone');
       expect(seen).toEqual(['gone']);
@@ -358,10 +358,10 @@ describe('onDeadlineAbort (the one way to be told of an abort)', () => {
 
   it('fires at the cutoff, and at once for a deadline already aborted', async () => {
     const d = openDeadline({ operation: 'short', timeoutMs: 20, parent: null });
-    const reason = await new Promise((resolve) => onDeadlineAbort(d, resolve));
+    const reason = await new Promise((resolve) => watchAbort(d, resolve));
     expect(reason).toBeInstanceOf(DeadlineExceededError);
     let late: unknown;
-    onDeadlineAbort(d, (r) => (late = r));
+    watchAbort(d, (r) => (late = r));
     expect(late).toBe(reason);
     d.dispose();
   });
@@ -370,14 +370,14 @@ describe('onDeadlineAbort (the one way to be told of an abort)', () => {
     const caller = new AbortController();
     const d = openDeadline({ operation: 'd', timeoutMs: 10_000, parent: null, signal: caller.signal });
     const seen: string[] = [];
-    onDeadlineAbort(d, () => {
+    watchAbort(d, () => {
       throw new Error('bad subscriber');
     });
-    onDeadlineAbort(d, () => seen.push('second'));
+    watchAbort(d, () => seen.push('second'));
     caller.abort('x');
     expect(seen).toEqual(['second']);
     const other = openDeadline({ operation: 'o', timeoutMs: 20, parent: null });
-    const fired = new Promise<unknown>((resolve) => onDeadlineAbort(other, resolve));
+    const fired = new Promise<unknown>((resolve) => watchAbort(other, resolve));
     other.dispose();
     // The subscription is a call still in flight: disposing the scope must not switch its cutoff off.
     const reason = await fired;
@@ -387,9 +387,11 @@ describe('onDeadlineAbort (the one way to be told of an abort)', () => {
 
   it('works through the signal for a deadline from another implementation', () => {
     const controller = new AbortController();
-    const foreign = { signal: controller.signal } as unknown as Parameters<typeof onDeadlineAbort>[0];
+    const foreign = { signal: controller.signal } as unknown as Parameters<typeof watchAbort>[0];
     const seen: unknown[] = [];
-    onDeadlineAbort(foreign, (r) => seen.push(r));
+    watchAbort(foreign, (r) => seen.push(r));
+    const unwatch = watchAbort(foreign, () => seen.push('unwatched'));
+    unwatch();
     controller.abort('foreign');
     expect(seen).toEqual(['foreign']);
   });
@@ -401,8 +403,8 @@ describe('subscriptions and leftBeforeAbort (what the guards use on every call)'
     const listener = () => {};
     expect(d.leftBeforeAbort()).toBeGreaterThan(0);
     // The same listener twice is two holds.
-    const first = onDeadlineAbort(d, listener);
-    const second = onDeadlineAbort(d, listener);
+    const first = watchAbort(d, listener);
+    const second = watchAbort(d, listener);
     expect(d.subscriberCount).toBe(2);
     d.dispose();
     first();

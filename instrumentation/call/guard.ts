@@ -1,5 +1,6 @@
 import type { Span } from '@opentelemetry/api';
-import { onDeadlineAbort, type Deadline } from '../../src/deadline';
+import { unwatchDeadline, watchDeadline, type Deadline } from '../../src/deadline';
+import type { AbortWatcher } from '../../src/deadline-node';
 import { abortCodeOf, describeAbortReason } from '../../src/errors';
 import { DeadlineAttributes } from '../../src/attributes';
 
@@ -9,18 +10,17 @@ const { OUTCOME, ABORT_CODE, ABORT_REASON, WOULD_ABORT, WOULD_REJECT } = Deadlin
  * The guard of a call in flight (HTTP call, database statement): it watches the deadline from `arm` to `disarm`,
  * so a call awaited after its scope ended still stops at the cutoff, and writes the outcome on every span it is shown.
  */
-export class CallGuard {
-  /** The first span shown, then any more: most calls show one. See Subscription in src/deadline-node.ts for why no array literal. */
+export class CallGuard implements AbortWatcher {
+  /** The first span shown, then any more: most calls show one. See AbortWatcher in src/deadline-node.ts for why no array literal. */
   private span: Span | undefined;
   private moreSpans: Set<Span> | undefined;
   /** What has been recorded, for a span shown later; undefined until something is. */
   private attributes: Record<string, string | boolean> | undefined;
-  private stopWatching: (() => void) | undefined;
+  /** What `arm` was given, while armed. */
+  private stop: ((reason: unknown) => void) | undefined;
+  private armedSignal: AbortSignal | undefined;
 
-  constructor(
-    readonly deadline: Deadline,
-    readonly observe: boolean,
-  ) {}
+  constructor(readonly deadline: Deadline, readonly observe: boolean) {}
 
   addSpan(span: Span): void {
     if (this.span === undefined) this.span = span;
@@ -31,33 +31,35 @@ export class CallGuard {
 
   /** Calls `stop(reason)` once when the deadline or the caller's `signal` aborts (at once if it has), unless disarmed; observe mode only records it. */
   arm(stop: (reason: unknown) => void, signal?: AbortSignal): void {
-    if (this.stopWatching !== undefined) return;
-    let fired = false;
-    const onAbort = (reason: unknown): void => {
-      if (fired) return;
-      fired = true;
-      this.disarm();
-      if (this.observe) this.record({ [WOULD_ABORT]: true });
-      else stop(reason);
-    };
-    const unsubscribe = onDeadlineAbort(this.deadline, onAbort);
-    if (fired) return;
-    if (signal === undefined) {
-      this.stopWatching = unsubscribe;
-      return;
-    }
-    const onSignalAbort = (): void => onAbort(signal.reason);
-    signal.addEventListener('abort', onSignalAbort);
-    this.stopWatching = () => {
-      unsubscribe();
-      signal.removeEventListener('abort', onSignalAbort);
-    };
+    if (this.stop !== undefined) return;
+    this.stop = stop;
+    // The guard is its own watcher and signal listener: no closure per call.
+    watchDeadline(this.deadline, this);
+    if (this.stop === undefined || signal === undefined) return;
+    this.armedSignal = signal;
+    signal.addEventListener('abort', this);
+  }
+
+  /** @internal The deadline aborted. */
+  onAbort(reason: unknown): void {
+    const stop = this.stop;
+    if (stop === undefined) return;
+    this.disarm();
+    if (this.observe) this.record({ [WOULD_ABORT]: true });
+    else stop(reason);
+  }
+
+  /** @internal The caller's signal aborted (an EventListener object). */
+  handleEvent(event: Event): void {
+    this.onAbort((event.target as AbortSignal).reason);
   }
 
   disarm(): void {
-    const stop = this.stopWatching;
-    this.stopWatching = undefined;
-    stop?.();
+    if (this.stop === undefined) return;
+    this.stop = undefined;
+    unwatchDeadline(this.deadline, this);
+    this.armedSignal?.removeEventListener('abort', this);
+    this.armedSignal = undefined;
   }
 
   /** Disarms a call that ended on its own; observe mode records whether its cutoff passed (its timer may not have run yet). */

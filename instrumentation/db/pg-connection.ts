@@ -105,10 +105,7 @@ export function sessionOf(client: PgClient): PgSession {
 export class CancelBarrier implements PgQuery {
   private connection: { sync?: () => void } | undefined = undefined;
 
-  constructor(
-    private readonly cut: PgCut,
-    private open: boolean,
-  ) {}
+  constructor(private readonly cut: PgCut, private open: boolean) {}
 
   submit(connection: unknown): void {
     this.connection = connection as { sync?: () => void };

@@ -13,6 +13,8 @@ interface PgPool {
   ending?: unknown;
   Promise?: PromiseConstructor;
   options?: { host?: string; port?: number; database?: string };
+  idleCount?: number;
+  waitingCount?: number;
   _pendingQueue?: { timedOut?: boolean }[];
 }
 
@@ -73,8 +75,12 @@ export function makePgPoolConnectWrapper(host: ClientHost) {
         process.nextTick(deliver, callback, refusal);
         return promise;
       }
-      const unsent = queryContext === undefined ? undefined : (error: Error) => recordUnsent(host, ctx, deadline, pool, text, error, false);
-      new PoolWait(deadline, 'pg.pool.connect', PENDING, callback, releaseUnwanted, unsent).start(pool, original);
+      // More idle connections than waiters: pg-pool hands this caller one on its next tick, with no wait to bound.
+      if ((pool.idleCount ?? 0) > (pool.waitingCount ?? 0)) original.call(this, callback);
+      else {
+        const unsent = queryContext === undefined ? undefined : (error: Error) => recordUnsent(host, ctx, deadline, pool, text, error, false);
+        new PoolWait(deadline, 'pg.pool.connect', PENDING, callback, releaseUnwanted, unsent).start(pool, original);
+      }
       return promise;
     };
 }

@@ -1,4 +1,5 @@
-import { onDeadlineAbort, type Deadline } from '../../src/deadline';
+import { unwatchDeadline, watchDeadline, type Deadline } from '../../src/deadline';
+import type { AbortWatcher } from '../../src/deadline-node';
 import { errorForAbort } from '../../src/errors';
 import { deliver } from './driver-call';
 
@@ -11,9 +12,8 @@ export interface WaiterQueue<Pool> {
 type Answer = (err: unknown, connection?: never, ...rest: never[]) => void;
 
 /** A wait for a pool connection under a deadline: at the cutoff the waiter leaves the pool's queue (docs/internals.md); a later connection goes back. */
-export class PoolWait<Pool> {
+export class PoolWait<Pool> implements AbortWatcher {
   private settled = false;
-  private stop: (() => void) | undefined = undefined;
   private pool: Pool | undefined = undefined;
   private entry: unknown = undefined;
 
@@ -35,7 +35,7 @@ export class PoolWait<Pool> {
       this.pool = pool;
       this.entry = after[after.length - 1];
     }
-    if (!this.settled) this.stop = onDeadlineAbort(this.deadline, (reason) => this.onAbort(reason));
+    if (!this.settled) watchDeadline(this.deadline, this);
   }
 
   readonly answer: Answer = (err, connection, ...rest) => {
@@ -46,12 +46,12 @@ export class PoolWait<Pool> {
   private finish(): boolean {
     if (this.settled) return false;
     this.settled = true;
-    this.stop?.();
-    this.stop = undefined;
+    unwatchDeadline(this.deadline, this);
     return true;
   }
 
-  private onAbort(reason: unknown): void {
+  /** @internal */
+  onAbort(reason: unknown): void {
     if (!this.finish()) return;
     if (this.pool !== undefined) this.queue.leave(this.pool, this.entry);
     const error = errorForAbort(reason, this.operation, this.deadline.expiresAtMs);

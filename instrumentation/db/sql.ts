@@ -26,10 +26,14 @@ const CLEANUP_COMMANDS: Record<SqlDialect, ReadonlySet<string>> = {
   postgres: new Set(['ROLLBACK', 'ABORT', 'DISCARD', 'RESET', 'CLOSE', 'DEALLOCATE', 'UNLISTEN']),
   mysql: new Set(['ROLLBACK', 'UNLOCK', 'DEALLOCATE']),
 };
+/** A first word that may give a role, in either dialect: linear in the text (no backtracking past a run of spaces). */
+const ROLE_WORDS = new Set([...CLEANUP_COMMANDS.postgres, ...CLEANUP_COMMANDS.mysql, 'COMMIT', 'END', 'BEGIN', 'START']);
+const ROLE_WORD = new RegExp(`^\\s*(?:${[...ROLE_WORDS].join('|')})(?![A-Za-z0-9_])`, 'i');
 
-/** The role of `text` from its first words; `ROLLBACK/COMMIT PREPARED` are `work`. */
+/** The role of `text` from its first words; `ROLLBACK/COMMIT PREPARED` are `work`. Most text takes two tests, nothing allocated. */
 export function sqlRole(text: unknown, dialect: SqlDialect): SqlRole {
   if (typeof text !== 'string') return 'work';
+  if (!SCANNED_CHARACTER.test(text) && !ROLE_WORD.test(text)) return 'work';
   const { several, words: [first, second] } = scanSql(text, dialect);
   if (several || first === undefined || second === 'PREPARED') return 'work';
   if (CLEANUP_COMMANDS[dialect].has(first)) return 'cleanup';
@@ -46,18 +50,12 @@ export function holdsSeveralStatements(text: unknown, dialect: SqlDialect): bool
 /** Longest text looked at: longer text is taken as several statements (when unsure, assume more ran). */
 const MAX_SCAN = 1 << 20;
 
-/**
- * Text with no character that starts a quote, a comment, a dollar tag or a second statement (most statements' text):
- * only its first two words to read. Both expressions are linear in the text (neither backtracks past a run of spaces).
- */
+/** A character that starts a quote, a comment, a dollar tag or a second statement: most statements' text has none. */
 const SCANNED_CHARACTER = /[;'"`$/#\\-]/;
-const FIRST_WORDS = /^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\s+([A-Za-z_][A-Za-z0-9_]*))?/;
 
 /** One pass as the server's lexer reads the text: its first two words, stopping at a second statement. */
 function scanSql(text: string, dialect: SqlDialect): { words: string[]; several: boolean } {
   if (text.length > MAX_SCAN) return { words: [], several: true };
-  const plain = SCANNED_CHARACTER.test(text) ? null : FIRST_WORDS.exec(text);
-  if (plain !== null) return { words: plain[2] === undefined ? [plain[1]!.toUpperCase()] : [plain[1]!.toUpperCase(), plain[2].toUpperCase()], several: false };
   const words: string[] = [];
   const mysql = dialect === 'mysql';
   let i = 0;

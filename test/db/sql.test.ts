@@ -39,6 +39,10 @@ describe('sqlRole', () => {
     ['both', '   ', 'work'],
     ['postgres', 'RESETx', 'work'],
     ['both', 'ROLLBACKS', 'work'],
+    ['both', 'Rollback', 'cleanup'],
+    ['both', 'rollback_x', 'work'],
+    ['both', 'begin1', 'work'],
+    ['both', 'START', 'work'],
   ];
   for (const [dialect, text, role] of rows) {
     for (const d of dialect === 'both' ? (['postgres', 'mysql'] as const) : [dialect]) {
