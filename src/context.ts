@@ -39,10 +39,10 @@ export function withoutBaggageEntry(ctx: Context): Context {
   return rest.getAllEntries().length === 0 ? propagation.deleteBaggage(ctx) : propagation.setBaggage(ctx, rest);
 }
 
-/** @internal Marks a context whose deadline the DeadlinePropagator must not send; shared across package copies. */
+/** @internal Marks a context whose deadline the DeadlinePropagator must not send (`true`, or the baggage a call holds aside); shared across package copies. */
 export const DEADLINE_OFF_WIRE_KEY = Symbol.for('otel-deadline.context.off-wire');
 
 /** @internal True for a context carrying DEADLINE_OFF_WIRE_KEY. */
 export function isDeadlineOffWire(ctx: Context): boolean {
-  return ctx.getValue(DEADLINE_OFF_WIRE_KEY) === true;
+  return ctx.getValue(DEADLINE_OFF_WIRE_KEY) !== undefined;
 }

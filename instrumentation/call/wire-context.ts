@@ -1,5 +1,5 @@
 import { createContextKey, propagation, type Baggage, type Context } from '@opentelemetry/api';
-import { DEADLINE_OFF_WIRE_KEY, getDeadline, isDeadlineOffWire, setDeadline, withoutBaggageEntry } from '../../src/context';
+import { DEADLINE_OFF_WIRE_KEY, getDeadline, setDeadline, withoutBaggageEntry } from '../../src/context';
 
 /** The outgoing call being made (HTTP or gRPC), for the hooks that run inside its transport (request hooks, channels). */
 export const CALL_KEY = createContextKey('otel-deadline outgoing call');
@@ -8,9 +8,6 @@ export const CALL_KEY = createContextKey('otel-deadline outgoing call');
 export function outgoingCallIn(ctx: Context): unknown {
   return ctx.getValue(CALL_KEY);
 }
-
-/** The caller's baggage, kept aside while withDeadlineWritten hides it from the propagators. */
-const HELD_BAGGAGE_KEY = createContextKey('otel-deadline baggage held by the call');
 
 /** `ctx` whose deadline still holds but is not sent on (a host off `propagateTo`); the user's own baggage entries still go. */
 export function withDeadlineOffWire(ctx: Context): Context {
@@ -23,9 +20,9 @@ export function withDeadlineOffWire(ctx: Context): Context {
  * writes (undici's `addHeader`): no propagator there writes them a second time.
  */
 export function withDeadlineWritten(ctx: Context): Context {
-  const marked = ctx.setValue(DEADLINE_OFF_WIRE_KEY, true);
   const bag = propagation.getBaggage(ctx);
-  return bag === undefined ? marked : propagation.deleteBaggage(marked.setValue(HELD_BAGGAGE_KEY, bag));
+  // The mark holds the caller's baggage aside (each context entry set is a copy of the whole context).
+  return bag === undefined ? ctx.setValue(DEADLINE_OFF_WIRE_KEY, true) : propagation.deleteBaggage(ctx.setValue(DEADLINE_OFF_WIRE_KEY, bag));
 }
 
 /**
@@ -34,10 +31,10 @@ export function withDeadlineWritten(ctx: Context): Context {
  * made from there whose host gets the deadline runs under this.
  */
 export function withDeadlineOnWire(ctx: Context): Context {
-  if (!isDeadlineOffWire(ctx)) return ctx;
+  const held = ctx.getValue(DEADLINE_OFF_WIRE_KEY);
+  if (held === undefined) return ctx;
   let cleared = ctx.deleteValue(DEADLINE_OFF_WIRE_KEY);
-  const held = ctx.getValue(HELD_BAGGAGE_KEY) as Baggage | undefined;
-  if (held !== undefined) cleared = propagation.setBaggage(cleared.deleteValue(HELD_BAGGAGE_KEY), held);
+  if (held !== true) cleared = propagation.setBaggage(cleared, held as Baggage);
   const deadline = getDeadline(cleared);
   return deadline === undefined ? cleared : setDeadline(cleared, deadline);
 }
