@@ -75,7 +75,7 @@ export function makePgPoolConnectWrapper(host: ClientHost) {
         process.nextTick(deliver, callback, refusal);
         return promise;
       }
-      // More idle connections than waiters: pg-pool hands this caller one on its next tick, with no wait to bound.
+      // More idle connections than waiters: pg-pool hands this caller one on its next tick, before any I/O or timer can take it.
       if ((pool.idleCount ?? 0) > (pool.waitingCount ?? 0)) original.call(this, callback);
       else {
         const unsent = queryContext === undefined ? undefined : (error: Error) => recordUnsent(host, ctx, deadline, pool, text, error, false);
