@@ -77,7 +77,7 @@ export class DeadlineNode implements ManagedDeadline {
   private registeredIn: DeadlineNode | undefined;
   private armedChildren: Set<DeadlineNode> | undefined;
   private detachListeners: (() => void) | undefined;
-  /** One entry per subscription, so the same listener subscribed twice is two holds. */
+  /** One entry per watcher (a watcher watches a deadline once), each a hold on this node's timer. */
   private abortSubscribers: Set<AbortWatcher> | undefined;
   private isDisposed = false;
 
