@@ -12,7 +12,7 @@ const { OUTCOME, ABORT_CODE, ABORT_REASON, WOULD_ABORT, WOULD_REJECT } = Deadlin
  */
 export class CallGuard implements AbortWatcher {
   /** The first span shown, then any more: most calls show one. See AbortWatcher in src/deadline-node.ts for why no array literal. */
-  private span: Span | undefined;
+  protected span: Span | undefined;
   private moreSpans: Set<Span> | undefined;
   /** What has been recorded, for a span shown later; undefined until something is. */
   private attributes: Record<string, string | boolean> | undefined;

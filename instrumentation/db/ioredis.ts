@@ -61,7 +61,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       }
       if (!batch.armed && !guard.settled) {
         batch.armed = true;
-        guard.arm(guard);
+        guard.armFor(guard);
       }
       const sent = slot.dispatch(guard, original, client, args);
       batch.written = true;
@@ -114,7 +114,7 @@ function makeSendCommandWrapper(host: ClientHost, slot: DriverSpanSlot, owner: o
       const cleanup = cleanupAfterCut(guard.name);
       // A MULTI or WATCH the cutoff rejects in flight may still open its state on the server: end it there too.
       if (cleanup !== undefined) guard.afterCut = () => cleanUp(this, command, cleanup);
-      guard.arm(guard);
+      guard.armFor(guard);
       // Before the send: ioredis rejects some commands inside sendCommand (closed connection, subscriber mode).
       guard.settleOnReply();
       return slot.dispatch(guard, original, this, args);

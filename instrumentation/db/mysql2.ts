@@ -111,7 +111,7 @@ function guarded(
   const result = slot.dispatch(statement, original, connection, callArgs) as MysqlCommand | undefined;
   call.command = result ?? command;
   call.settleBeforeDriver();
-  statement.arm(call);
+  statement.armFor(call);
   return result;
 }
 

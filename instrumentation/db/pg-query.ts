@@ -149,7 +149,7 @@ class GuardedPgQuery extends CancelMachine {
     const result = slot.dispatch(this.statement, original, client, callArgs);
     this.query = this.submittable ?? this.locate(queuedBefore, activeBefore);
     if (this.submittable === undefined) this.settleFirst(this.query, 'callback');
-    if (this.cuttable) this.statement.arm(this);
+    if (this.cuttable) this.statement.armFor(this);
     return promise ?? result;
   }
 

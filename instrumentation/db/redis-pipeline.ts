@@ -150,7 +150,7 @@ function makeAutoPipelinedCall(original: AnyFunction, method: string, host: Clie
       (result as Promise<unknown>).then(resolve, reject);
     });
     batch.armed = true;
-    guard.arm(guard);
+    guard.armFor(guard);
     return withCallback(released, callback);
   };
 }

@@ -26,25 +26,23 @@ export interface CutoffHandler {
 }
 
 /** The guard of one statement (or command) from its hand-off to the driver until its answer is delivered; it writes on the driver instrumentation's span, or on a CLIENT span of its own. */
-export class DbStatement {
+export class DbStatement extends CallGuard {
   settled = false;
   /** Set once the cutoff (or a cancellation) reached the statement. */
   reason: unknown = undefined;
   /** Set when a DeadlineSpanProcessor writes `completed` as the span ends on its reply (statement-in-flight.ts). */
   private spanEndsCompleted = false;
-  private readonly guard: CallGuard;
-  private span: Span | undefined = undefined;
   private ownSpan = false;
 
   /** `subject` is the SQL text or the driver's command; `write` undefined: decided from the SQL text at a cutoff. */
   constructor(
-    readonly deadline: Deadline,
-    readonly observe: boolean,
+    deadline: Deadline,
+    observe: boolean,
     private readonly baseOperation: string,
     private readonly write: boolean | undefined,
     protected readonly subject?: unknown,
   ) {
-    this.guard = new CallGuard(deadline, observe);
+    super(deadline, observe);
   }
 
   get operation(): string {
@@ -58,8 +56,7 @@ export class DbStatement {
   /** Records on the driver instrumentation's span (the first one shown). */
   adoptSpan(span: Span): void {
     if (this.span !== undefined) return;
-    this.span = span;
-    this.guard.addSpan(span);
+    this.addSpan(span);
     // The driver instrumentations end a statement's span on its reply (ioredis before the guard settles).
     if (!this.observe) this.spanEndsCompleted = markStatementInFlight(span);
   }
@@ -71,9 +68,9 @@ export class DbStatement {
   }
 
   /** Calls `handler.onCutoff(reason)` once at the cutoff or on cancellation, unless the statement settles first. */
-  arm(handler: CutoffHandler): void {
+  armFor(handler: CutoffHandler): void {
     if (this.settled) return;
-    this.guard.arm((reason) => {
+    this.arm((reason) => {
       if (this.reason !== undefined) return;
       this.reason = reason ?? new DeadlineExceededError(this.operation, this.deadline.expiresAtMs);
       handler.onCutoff(this.reason);
@@ -87,25 +84,21 @@ export class DbStatement {
 
   /** Nothing was sent: the deadline had passed or too little was left. */
   refuse(error: Error): void {
-    this.guard.recordNotStarted(abortCodeOf(error));
+    this.recordNotStarted(abortCodeOf(error));
     this.settle(error);
-  }
-
-  markWouldReject(): void {
-    this.guard.markWouldReject();
   }
 
   /** Ends the guard. An aborted write is `unknown` unless its cancel was confirmed or it was not `sent`. */
   settle(error?: unknown, cancel?: DbCancel, sent = true): void {
     if (this.settled) return;
     this.settled = true;
-    this.guard.disarm();
+    this.disarm();
     if (this.reason !== undefined) {
-      this.guard.recordAbort(this.reason, sent && cancel !== 'confirmed' && this.isWrite());
-      if (cancel !== undefined) this.guard.record({ [ATTR_DEADLINE_DB_CANCEL]: cancel });
+      this.recordAbort(this.reason, sent && cancel !== 'confirmed' && this.isWrite());
+      if (cancel !== undefined) this.record({ [ATTR_DEADLINE_DB_CANCEL]: cancel });
     } else if (error === undefined && !this.observe && !this.spanEndsCompleted) {
       // Finished before its cutoff reached it, even if the clock passed it while the result was on its way.
-      this.guard.record({ [ATTR_DEADLINE_OUTCOME]: 'completed' });
+      this.record({ [ATTR_DEADLINE_OUTCOME]: 'completed' });
     }
     if (this.ownSpan) endOwnSpan(this.span!, error);
   }
@@ -113,7 +106,7 @@ export class DbStatement {
   /** The cutoff reached the statement but it finished anyway: the result stands. */
   settleCompletedAfterCutoff(cancel: DbCancel): void {
     this.reason = undefined;
-    this.guard.record({ [ATTR_DEADLINE_DB_CANCEL]: cancel });
+    this.record({ [ATTR_DEADLINE_DB_CANCEL]: cancel });
     this.settle();
   }
 
