@@ -3,10 +3,12 @@ import type { Deadline } from '../../src/deadline';
 import { abortCodeOf, DeadlineCancelledError, DeadlineExceededError, describeAbortReason } from '../../src/errors';
 import { endRefusedSpan } from '../../src/open';
 import { ATTR_DEADLINE_OUTCOME } from '../../src/attributes';
+import { budgetLeft, mayStart, refusalAt } from '../call/budget';
 import { CallGuard } from '../call/guard';
 import { errorFromClaim } from '../call/reject-claim';
 import type { ResolvedConfig } from '../config';
-import { GRPC_CANCELLED, GRPC_DEADLINE_EXCEEDED, type CallListener, type ChannelCall, type GrpcChannel, type GrpcMetadata, type GrpcStatus, type MetadataConstructor } from './grpc-types';
+import { injectCallMetadata } from './client-metadata';
+import { deadlineEpochMs, GRPC_CANCELLED, GRPC_DEADLINE_EXCEEDED, type CallListener, type ChannelCall, type GrpcChannel, type GrpcDeadline, type GrpcMetadata, type GrpcStatus, type MetadataConstructor } from './grpc-types';
 import { refusalClaimOf } from './refusal';
 import { ATTR_RPC_GRPC_STATUS_CODE, endRpcSpan } from './spans';
 import { markStatusWith } from './status-error';
@@ -22,54 +24,78 @@ const OWN_TIMER_SLACK_MS = 5;
 
 const NONE: unique symbol = Symbol('not aborted by us');
 
-/** What the createCall wrapper knows of one call (client.ts); `span` is ours to end when `ownSpan`. */
-export interface GrpcCallInit {
-  deadline: Deadline;
-  method: string;
-  observe: boolean;
-  /** Why the call must not start (enforce mode only). */
-  refusal: Error | undefined;
-  /** True when the call's `deadline` was set to our cutoff (its own was later or absent). */
-  clampedByUs: boolean;
-  span: Span;
-  ownSpan: boolean;
-  channel: GrpcChannel;
-  settings: ResolvedConfig;
-  /** The caller's context, where the metadata is written from. */
-  ctx: Context;
-  /** The call's own deadline when it is earlier than the cutoff, else Infinity. */
-  ownEpoch: number;
-  Metadata: MetadataConstructor;
-}
-
 /**
  * One gRPC client call under a deadline, watched from its start to its status: it lives exactly as long as the
- * call, past the scope that started it. The status of a call it ended (or that grpc-js ended at the cutoff it was
- * clamped to) carries our error as `cause` and our brand, so the caller's error satisfies `isDeadlineError`.
+ * call, past the scope that started it. It gives the call its deadline (callDeadline), writes its metadata and
+ * takes the place of its listener (attach). The status of a call it ended (or that grpc-js ended at the cutoff it
+ * was clamped to) carries our error as `cause` and our brand, so the caller's error satisfies `isDeadlineError`.
  */
 export class GrpcCallGuard extends CallGuard implements CallListener {
+  private call: ChannelCall | undefined;
   private listener: CallListener | undefined;
   private ended = false;
   private reason: unknown = NONE;
   private sentAtAbort = false;
   private refused = false;
+  /** Why the call must not start (enforce mode only). */
+  private refusal: Error | undefined;
+  /** True when the call's `deadline` was set to our cutoff (its own was later or absent). */
+  private clampedByUs = false;
+  /** The call's own deadline when it is earlier than the cutoff, else Infinity. */
+  private ownEpoch = Infinity;
 
+  /** `span` is the call's, ours to end when `ownSpan`; `ctx` is the caller's context, where the metadata is written from. */
   constructor(
-    private readonly call: ChannelCall,
-    private readonly init: GrpcCallInit,
-    private readonly inject: (metadata: GrpcMetadata, init: GrpcCallInit) => void,
+    deadline: Deadline,
+    private readonly settings: ResolvedConfig,
+    private readonly channel: GrpcChannel,
+    private readonly method: string,
+    private readonly ctx: Context,
+    span: Span,
+    private readonly ownSpan: boolean,
+    private readonly Metadata: MetadataConstructor,
   ) {
-    super(init.deadline, init.observe);
-    this.addSpan(init.span);
+    super(deadline, settings.mode === 'observe');
+    this.addSpan(span);
   }
 
-  /** Takes the place of the call's own start, which is `start`. */
-  start(metadata: GrpcMetadata, listener: CallListener, start: ChannelCall['start']): void {
+  /**
+   * The `deadline` to create the call with, given its own: the earlier of the two, our cutoff in whole ms rounded
+   * down (grpc-js hands `deadline - Date.now()` to setTimeout as it is). Observe mode keeps the call's own.
+   * Decides here whether the call may start, from the same clock read.
+   */
+  callDeadline(own: GrpcDeadline): GrpcDeadline {
+    const { deadline, observe } = this;
+    // The wall clock before the monotonic one: a pause between the two reads can then only make
+    // the deadline handed to grpc-js earlier than our cutoff, never later.
+    const nowEpoch = Date.now();
+    const left = budgetLeft(deadline);
+    const minUsefulMs = this.settings.minUsefulMs;
+    if (!mayStart(left, minUsefulMs)) {
+      if (observe) this.markWouldReject();
+      else this.refusal = refusalAt(deadline, left, `grpc ${this.method}`, minUsefulMs);
+    }
+    const ownEpoch = deadlineEpochMs(own);
+    const cutoffEpoch = Math.floor(nowEpoch + (left >= 0 ? left : deadline.remainingMs()));
+    this.clampedByUs = !observe && cutoffEpoch < ownEpoch;
+    if (this.clampedByUs) return cutoffEpoch;
+    this.ownEpoch = ownEpoch;
+    return own;
+  }
+
+  /** Takes the place of the call's own `start`. */
+  attach(call: ChannelCall): void {
+    this.call = call;
+    const start = call.start;
+    call.start = (metadata, listener) => this.start(metadata, listener, start);
+  }
+
+  private start(metadata: GrpcMetadata, listener: CallListener, start: ChannelCall['start']): void {
     this.listener = listener;
-    const { deadline, observe, refusal } = this.init;
+    const { deadline, observe, refusal } = this;
     if (refusal !== undefined) return this.endBeforeStart(refusal, true);
     if (!observe && deadline.aborted) return this.endBeforeStart(this.reasonFor(deadline.abortReason), false);
-    this.inject(metadata, this.init);
+    injectCallMetadata(metadata, this.settings, this.channel, this.ctx, deadline, this.ownSpan ? this.span : undefined, this.ownEpoch);
     // The guard listens in the caller's listener's place, and passes everything on.
     start.call(this.call, metadata, this);
     // After start: a cancel needs a started call. Runs at once if already aborted.
@@ -79,8 +105,8 @@ export class GrpcCallGuard extends CallGuard implements CallListener {
 
   /** True once the call may have reached the server: grpc-js reports a peer only once a stream exists. */
   private mayHaveSent(): boolean {
-    const peer = this.call.getPeer();
-    return peer !== this.init.channel.getTarget() && peer !== 'unknown';
+    const peer = this.call!.getPeer();
+    return peer !== this.channel.getTarget() && peer !== 'unknown';
   }
 
   /**
@@ -95,13 +121,13 @@ export class GrpcCallGuard extends CallGuard implements CallListener {
     this.refused = refused;
     const code = !refused && abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
     const details = refused ? `refused before start: ${describeAbortReason(reason)}` : describeAbortReason(reason);
-    this.call.cancelWithStatus(code, details);
-    process.nextTick(() => this.onReceiveStatus({ code, details, metadata: new this.init.Metadata() }));
+    this.call!.cancelWithStatus(code, details);
+    process.nextTick(() => this.onReceiveStatus({ code, details, metadata: new this.Metadata() }));
   }
 
   /** The error this call ends with: a caller's own cancellation reason is kept as the cause of ours, as on HTTP. */
   private reasonFor(reason: unknown): unknown {
-    return abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(`grpc ${this.init.method}`, reason) : reason;
+    return abortCodeOf(reason) === 'CANCELLED' && !(reason instanceof DeadlineCancelledError) ? new DeadlineCancelledError(`grpc ${this.method}`, reason) : reason;
   }
 
   /** At the cutoff or an upstream cancel (enforce mode; the guard records it in observe mode). */
@@ -110,7 +136,7 @@ export class GrpcCallGuard extends CallGuard implements CallListener {
     this.reason = this.reasonFor(reason);
     this.sentAtAbort = this.mayHaveSent();
     const code = abortCodeOf(reason) === 'CANCELLED' ? GRPC_CANCELLED : GRPC_DEADLINE_EXCEEDED;
-    this.call.cancelWithStatus(code, describeAbortReason(this.reason));
+    this.call!.cancelWithStatus(code, describeAbortReason(this.reason));
   }
 
   onReceiveMetadata(metadata: GrpcMetadata): void {
@@ -131,7 +157,8 @@ export class GrpcCallGuard extends CallGuard implements CallListener {
   }
 
   private recordStatus(status: GrpcStatus): void {
-    const { deadline, observe, span, settings, channel, method } = this.init;
+    const { deadline, observe, settings, channel, method } = this;
+    const span = this.span!;
     let reason = this.reason;
     let sent = this.sentAtAbort;
     const claim = reason === NONE ? refusalClaimOf(status) : undefined;
@@ -141,7 +168,7 @@ export class GrpcCallGuard extends CallGuard implements CallListener {
       // The server refused before running anything: the call never started there.
       markStatusWith(status, errorFromClaim(`grpc ${method}`, deadline, claim));
       this.recordNotStarted(claim.code);
-    } else if (reason === NONE && !observe && this.init.clampedByUs && status.code === GRPC_DEADLINE_EXCEEDED && deadline.remainingMs() <= OWN_TIMER_SLACK_MS) {
+    } else if (reason === NONE && !observe && this.clampedByUs && status.code === GRPC_DEADLINE_EXCEEDED && deadline.remainingMs() <= OWN_TIMER_SLACK_MS) {
       const abortReason = deadline.aborted ? deadline.abortReason : undefined;
       reason = abortCodeOf(abortReason) === 'DEADLINE_EXCEEDED' ? abortReason : new DeadlineExceededError(`grpc ${method}`, deadline.expiresAtMs);
       sent = this.mayHaveSent();
@@ -158,7 +185,7 @@ export class GrpcCallGuard extends CallGuard implements CallListener {
       // whose marker the server restates): the server may have done work, so nothing is known.
       this.record({ [ATTR_DEADLINE_OUTCOME]: 'unknown' });
     }
-    if (!this.init.ownSpan) return;
+    if (!this.ownSpan) return;
     if (!this.refused) return endRpcSpan(span, status.code, SpanKind.CLIENT);
     span.setAttribute(ATTR_RPC_GRPC_STATUS_CODE, status.code);
     endRefusedSpan(span, reason);

@@ -1,0 +1,96 @@
+import { propagation, trace, type Context, type Span } from '@opentelemetry/api';
+import { HEADER_AT_MS, HEADER_BAGGAGE, HEADER_REMAINING_MS } from '../../src/attributes';
+import type { Deadline } from '../../src/deadline';
+import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
+import { parseIntegerMs } from '../../src/propagation/parse';
+import { baggageWithoutDeadline } from '../call/baggage-text';
+import { withDeadlineOffWire, withDeadlineOnWire } from '../call/wire-context';
+import type { ResolvedConfig } from '../config';
+import type { GrpcChannel, GrpcMetadata } from './grpc-types';
+import { METADATA_SETTER } from './metadata';
+import { grpcTargetUrl } from './target-url';
+
+/** Writes our headers from the context's deadline; shared, it holds no per-call state. */
+const propagator = new DeadlinePropagator();
+
+/**
+ * Writes a guarded call's metadata from the caller's context `ctx`: our deadline metadata if `propagateTo` lets it
+ * go to the channel's target, else none. `ownSpan` is the call's span when it is ours (no gRPC instrumentation
+ * covers the call, so nothing else writes trace context); `ownEpoch` the call's own deadline when earlier than
+ * the cutoff, else Infinity.
+ */
+export function injectCallMetadata(
+  metadata: GrpcMetadata,
+  settings: ResolvedConfig,
+  channel: GrpcChannel,
+  ctx: Context,
+  deadline: Deadline,
+  ownSpan: Span | undefined,
+  ownEpoch: number,
+): void {
+  const allowed = settings.propagatesTo;
+  if (allowed === undefined || allowed(grpcTargetUrl(channel.getTarget()))) injectDeadline(metadata, ctx, deadline, ownSpan, ownEpoch);
+  else injectWithoutDeadline(metadata, ctx, ownSpan);
+}
+
+/**
+ * Our deadline metadata, next to the `grpc-timeout` grpc-js writes from the clamped deadline; a call's own
+ * earlier deadline goes in ours too, so the server sees no false skew. With a span of our own, the global
+ * propagator writes trace-context and baggage as instrumentation-grpc would.
+ */
+function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadline: Deadline, ownSpan: Span | undefined, ownEpoch: number): void {
+  // The caller may run where an earlier call to an unlisted host left its mark (see withDeadlineOnWire): this target is listed.
+  const ctx = withDeadlineOnWire(callerCtx);
+  if (ownSpan !== undefined) propagation.inject(trace.setSpan(ctx, ownSpan), metadata, METADATA_SETTER);
+  if (ownSpan !== undefined || !holdsDeadline(metadata, deadline)) propagator.inject(ctx, metadata, METADATA_SETTER);
+  if (ownEpoch === Infinity) return;
+  const nowEpoch = Date.now();
+  if (ownEpoch < nowEpoch + deadline.remainingMs()) {
+    metadata.set(HEADER_REMAINING_MS, String(Math.max(0, Math.floor(ownEpoch - nowEpoch))));
+    metadata.set(HEADER_AT_MS, String(Math.floor(ownEpoch)));
+  }
+}
+
+/**
+ * Whether the metadata holds what our propagator would write now. It does when the global propagator holds a
+ * DeadlinePropagator (its fields say so), which instrumentation-grpc's inject ran a moment before: headers and
+ * baggage entry. The remaining must still be this millisecond's: an interceptor may have held the start back.
+ */
+function holdsDeadline(metadata: GrpcMetadata, deadline: Deadline): boolean {
+  if (!globalPropagatorWritesDeadline()) return false;
+  const remaining = writtenMs(metadata, HEADER_REMAINING_MS);
+  if (remaining === undefined || Math.abs(remaining - Math.floor(deadline.remainingMs())) > 1) return false;
+  return writtenMs(metadata, HEADER_AT_MS) === Math.floor(deadline.expiresAtMs);
+}
+
+/** Whether the global propagator's fields list ours; a user propagator whose `fields()` throws counts as no. */
+function globalPropagatorWritesDeadline(): boolean {
+  try {
+    return propagation.fields().includes(HEADER_AT_MS);
+  } catch {
+    return false;
+  }
+}
+
+/** The value of `key` when it is one whole number of ms, as our propagator writes it. */
+function writtenMs(metadata: GrpcMetadata, key: string): number | undefined {
+  const values = metadata.get(key);
+  return values.length === 1 && typeof values[0] === 'string' ? parseIntegerMs(values[0]) : undefined;
+}
+
+/**
+ * For a target off the `propagateTo` list: trace context as usual, but none
+ * of our metadata and no `deadline.at_ms` baggage entry, whoever wrote them
+ * (instrumentation-grpc injects through the global propagator first). The
+ * call keeps its clamped `grpc-timeout`: that is gRPC's own deadline.
+ */
+function injectWithoutDeadline(metadata: GrpcMetadata, ctx: Context, ownSpan: Span | undefined): void {
+  if (ownSpan !== undefined) propagation.inject(trace.setSpan(withDeadlineOffWire(ctx), ownSpan), metadata, METADATA_SETTER);
+  metadata.remove(HEADER_REMAINING_MS);
+  metadata.remove(HEADER_AT_MS);
+  const baggage = metadata.get(HEADER_BAGGAGE);
+  if (baggage.length === 0) return;
+  const kept = baggageWithoutDeadline(baggage.filter((value): value is string => typeof value === 'string'));
+  if (kept === undefined) metadata.remove(HEADER_BAGGAGE);
+  else metadata.set(HEADER_BAGGAGE, kept);
+}
