@@ -1,4 +1,5 @@
 /** Pure deadline arithmetic on the monotonic clock, so wall-clock jumps cannot change a budget. */
+import { performance } from 'node:perf_hooks';
 
 /** setTimeout's ceiling. Node fires larger delays after ~1 ms, so never pass one through. */
 const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseIntegerMs, smallestBaggageMs } from '../src/propagation/parse';
 
@@ -10,6 +11,16 @@ describe('parseIntegerMs', () => {
 
   it.each(['', '1'.repeat(16), '12a', '/1', ':1', ' 1', '1.0', '-1', '+1', '١'])('refuses %j', (text) => {
     expect(parseIntegerMs(text)).toBeUndefined();
+  });
+
+  it('agrees with "1 to 15 ASCII digits, then Number()" on any text', () => {
+    const digitsOrNot = fc.oneof(fc.string({ maxLength: 18 }), fc.stringMatching(/^[0-9]{0,17}$/), fc.stringMatching(/^[ 0-9:/a]{1,16}$/));
+    fc.assert(
+      fc.property(digitsOrNot, (text) => {
+        expect(parseIntegerMs(text)).toBe(/^[0-9]{1,15}$/.test(text) ? Number(text) : undefined);
+      }),
+      { numRuns: 2_000 },
+    );
   });
 
   it('reads an epoch cutoff from the usual baggage header exactly', () => {

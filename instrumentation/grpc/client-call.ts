@@ -7,7 +7,7 @@ import { budgetLeft, mayStart, refusalAt } from '../call/budget';
 import { CallGuard } from '../call/guard';
 import { errorFromClaim } from '../call/reject-claim';
 import type { ResolvedConfig } from '../config';
-import { injectCallMetadata } from './client-metadata';
+import { injectDeadline, injectWithoutDeadline } from './client-metadata';
 import { deadlineEpochMs, GRPC_CANCELLED, GRPC_DEADLINE_EXCEEDED, type CallListener, type ChannelCall, type GrpcChannel, type GrpcDeadline, type GrpcMetadata, type GrpcStatus, type MetadataConstructor } from './grpc-types';
 import { refusalClaimOf } from './refusal';
 import { ATTR_RPC_GRPC_STATUS_CODE, endRpcSpan } from './spans';
@@ -95,7 +95,11 @@ export class GrpcCallGuard extends CallGuard implements CallListener {
     const { deadline, observe, refusal } = this;
     if (refusal !== undefined) return this.endBeforeStart(refusal, true);
     if (!observe && deadline.aborted) return this.endBeforeStart(this.reasonFor(deadline.abortReason), false);
-    injectCallMetadata(metadata, this.settings, this.channel, this.ctx, deadline, this.ownSpan ? this.span : undefined, this.ownEpoch);
+    // Our deadline metadata only where `propagateTo` lets it go.
+    const allowed = this.settings.propagatesTo;
+    const ownSpan = this.ownSpan ? this.span : undefined;
+    if (allowed === undefined || allowed(grpcTargetUrl(this.channel.getTarget()))) injectDeadline(metadata, this.ctx, deadline, ownSpan, this.ownEpoch);
+    else injectWithoutDeadline(metadata, this.ctx, ownSpan);
     // The guard listens in the caller's listener's place, and passes everything on.
     start.call(this.call, metadata, this);
     // After start: a cancel needs a started call. Runs at once if already aborted.

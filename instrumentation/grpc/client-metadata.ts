@@ -5,40 +5,18 @@ import { DeadlinePropagator } from '../../src/propagation/DeadlinePropagator';
 import { parseIntegerMs } from '../../src/propagation/parse';
 import { baggageWithoutDeadline } from '../call/baggage-text';
 import { withDeadlineOffWire, withDeadlineOnWire } from '../call/wire-context';
-import type { ResolvedConfig } from '../config';
-import type { GrpcChannel, GrpcMetadata } from './grpc-types';
+import type { GrpcMetadata } from './grpc-types';
 import { METADATA_SETTER } from './metadata';
-import { grpcTargetUrl } from './target-url';
 
 /** Writes our headers from the context's deadline; shared, it holds no per-call state. */
 const propagator = new DeadlinePropagator();
-
-/**
- * Writes a guarded call's metadata from the caller's context `ctx`: our deadline metadata if `propagateTo` lets it
- * go to the channel's target, else none. `ownSpan` is the call's span when it is ours (no gRPC instrumentation
- * covers the call, so nothing else writes trace context); `ownEpoch` the call's own deadline when earlier than
- * the cutoff, else Infinity.
- */
-export function injectCallMetadata(
-  metadata: GrpcMetadata,
-  settings: ResolvedConfig,
-  channel: GrpcChannel,
-  ctx: Context,
-  deadline: Deadline,
-  ownSpan: Span | undefined,
-  ownEpoch: number,
-): void {
-  const allowed = settings.propagatesTo;
-  if (allowed === undefined || allowed(grpcTargetUrl(channel.getTarget()))) injectDeadline(metadata, ctx, deadline, ownSpan, ownEpoch);
-  else injectWithoutDeadline(metadata, ctx, ownSpan);
-}
 
 /**
  * Our deadline metadata, next to the `grpc-timeout` grpc-js writes from the clamped deadline; a call's own
  * earlier deadline goes in ours too, so the server sees no false skew. With a span of our own, the global
  * propagator writes trace-context and baggage as instrumentation-grpc would.
  */
-function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadline: Deadline, ownSpan: Span | undefined, ownEpoch: number): void {
+export function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadline: Deadline, ownSpan: Span | undefined, ownEpoch: number): void {
   // The caller may run where an earlier call to an unlisted host left its mark (see withDeadlineOnWire): this target is listed.
   const ctx = withDeadlineOnWire(callerCtx);
   if (ownSpan !== undefined) propagation.inject(trace.setSpan(ctx, ownSpan), metadata, METADATA_SETTER);
@@ -84,7 +62,7 @@ function writtenMs(metadata: GrpcMetadata, key: string): number | undefined {
  * (instrumentation-grpc injects through the global propagator first). The
  * call keeps its clamped `grpc-timeout`: that is gRPC's own deadline.
  */
-function injectWithoutDeadline(metadata: GrpcMetadata, ctx: Context, ownSpan: Span | undefined): void {
+export function injectWithoutDeadline(metadata: GrpcMetadata, ctx: Context, ownSpan: Span | undefined): void {
   if (ownSpan !== undefined) propagation.inject(trace.setSpan(withDeadlineOffWire(ctx), ownSpan), metadata, METADATA_SETTER);
   metadata.remove(HEADER_REMAINING_MS);
   metadata.remove(HEADER_AT_MS);

@@ -11,7 +11,6 @@ const MAX_BAGGAGE_LENGTH = 8192;
 const MAX_LIST_ITEMS = 32;
 
 /** A constant: a regular expression literal in a function is a new object at each call. */
-const INTEGER_MS = /^[0-9]{1,15}$/;
 const GRPC_TIMEOUT = /^([0-9]{1,8})([HMSmun])$/;
 const GRPC_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 
@@ -25,8 +24,8 @@ type ParseOne = (item: string) => number | undefined;
  * it. Bounded in length and count.
  */
 export function smallest(raw: HeaderValue, parseOne: ParseOne, maxLength = MAX_HEADER_VALUE_LENGTH, maxItems = MAX_LIST_ITEMS): number | undefined {
-  // Most headers asked for are absent, and most present ones hold one value (a gRPC getter's one-item list): neither needs a list.
-  if (raw === undefined) return undefined;
+  // Most headers asked for are absent (a gRPC getter's empty list), and most present ones hold one value (a one-item list): neither needs a list.
+  if (raw === undefined || raw.length === 0) return undefined;
   const single: unknown = typeof raw === 'string' ? raw : raw.length === 1 ? raw[0] : undefined;
   if (typeof single === 'string') {
     // The length first: a hostile 1 MiB value is not even scanned for a comma.
@@ -45,9 +44,17 @@ export function smallest(raw: HeaderValue, parseOne: ParseOne, maxLength = MAX_H
   return best;
 }
 
-/** 1 to 15 ASCII digits: always a safe integer. */
+/** 1 to 15 ASCII digits: always a safe integer, so summed digit by digit it is exact. */
 export function parseIntegerMs(item: string): number | undefined {
-  return INTEGER_MS.test(item) ? Number(item) : undefined;
+  const { length } = item;
+  if (length === 0 || length > 15) return undefined;
+  let value = 0;
+  for (let i = 0; i < length; i++) {
+    const digit = item.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) return undefined;
+    value = value * 10 + digit;
+  }
+  return value;
 }
 
 /** gRPC's `grpc-timeout`: up to 8 digits and a unit (H, M, S, m, u, n). */
