@@ -20,7 +20,7 @@ export function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadl
   // The caller may run where an earlier call to an unlisted host left its mark (see withDeadlineOnWire): this target is listed.
   const ctx = withDeadlineOnWire(callerCtx);
   if (ownSpan !== undefined) propagation.inject(trace.setSpan(ctx, ownSpan), metadata, METADATA_SETTER);
-  if (ownSpan !== undefined || !holdsDeadline(metadata, deadline)) propagator.inject(ctx, metadata, METADATA_SETTER);
+  if (ownSpan !== undefined || !refreshWritten(metadata, deadline)) propagator.inject(ctx, metadata, METADATA_SETTER);
   if (ownEpoch === Infinity) return;
   const nowEpoch = Date.now();
   if (ownEpoch < nowEpoch + deadline.remainingMs()) {
@@ -30,15 +30,15 @@ export function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadl
 }
 
 /**
- * Whether the metadata holds what our propagator would write now. It does when the global propagator holds a
- * DeadlinePropagator (its fields say so), which instrumentation-grpc's inject ran a moment before: headers and
- * baggage entry. The remaining must still be this millisecond's: an interceptor may have held the start back.
+ * True when the metadata holds what our propagator wrote for this deadline: the global propagator holds a
+ * DeadlinePropagator (its fields say so), which instrumentation-grpc's inject ran a moment before (headers and
+ * baggage entry), and the cutoff written is this one. The remaining it wrote is written again, as it is now: an
+ * interceptor may have held the start back.
  */
-function holdsDeadline(metadata: GrpcMetadata, deadline: Deadline): boolean {
-  if (!globalPropagatorWritesDeadline()) return false;
-  const remaining = writtenMs(metadata, HEADER_REMAINING_MS);
-  if (remaining === undefined || Math.abs(remaining - Math.floor(deadline.remainingMs())) > 1) return false;
-  return writtenMs(metadata, HEADER_AT_MS) === Math.floor(deadline.expiresAtMs);
+function refreshWritten(metadata: GrpcMetadata, deadline: Deadline): boolean {
+  if (!globalPropagatorWritesDeadline() || writtenMs(metadata, HEADER_AT_MS) !== Math.floor(deadline.expiresAtMs)) return false;
+  metadata.set(HEADER_REMAINING_MS, String(Math.floor(deadline.remainingMs())));
+  return true;
 }
 
 /** Whether the global propagator's fields list ours; a user propagator whose `fields()` throws counts as no. */

@@ -5,9 +5,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DeadlinePropagator, openDeadline, setDeadline } from '../../src';
 import { callKind, useEchoSuite } from './helpers';
 
-// The guard leaves the deadline metadata as it is only when it holds exactly what the guard would write
-// (instrumentation-grpc's global propagator wrote it a moment before). Metadata an app forwards from an
-// earlier call can hold the same cutoff with values that are not this call's: those are written again.
+// The guard leaves the deadline metadata as it is, but for a fresh remaining, only when the global propagator
+// holds ours and wrote this call's cutoff a moment before (instrumentation-grpc's inject). Metadata an app
+// forwards from an earlier call can hold the same cutoff with values that are not this call's: those are written again.
 const suite = useEchoSuite(() => [new GrpcInstrumentation()]);
 
 function useGlobalPropagators(propagators: TextMapPropagator[]): void {
