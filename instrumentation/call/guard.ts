@@ -7,17 +7,17 @@ import { DeadlineAttributes } from '../../src/attributes';
 const { OUTCOME, ABORT_CODE, ABORT_REASON, WOULD_ABORT, WOULD_REJECT } = DeadlineAttributes;
 
 /**
- * The guard of a call in flight (HTTP call, database statement): it watches the deadline from `arm` to `disarm`,
- * so a call awaited after its scope ended still stops at the cutoff, and writes the outcome on every span it is shown.
+ * The guard of a call in flight (HTTP call, database statement, gRPC call): it watches the deadline from `arm` to
+ * `disarm`, so a call awaited after its scope ended still stops at the cutoff, and writes the outcome on every span
+ * it is shown. How the call is stopped is the transport's part: `cut`.
  */
-export class CallGuard implements AbortWatcher {
+export abstract class CallGuard implements AbortWatcher {
   /** The first span shown, then any more: most calls show one. See AbortWatcher in src/deadline-node.ts for why no array literal. */
   protected span: Span | undefined;
   private moreSpans: Set<Span> | undefined;
   /** What has been recorded, for a span shown later; undefined until something is. */
   private attributes: Record<string, string | boolean> | undefined;
-  /** What `arm` was given, while armed. */
-  private stop: ((reason: unknown) => void) | undefined;
+  private armed = false;
   private armedSignal: AbortSignal | undefined;
 
   constructor(readonly deadline: Deadline, readonly observe: boolean) {}
@@ -29,24 +29,26 @@ export class CallGuard implements AbortWatcher {
     if (this.attributes !== undefined) span.setAttributes(this.attributes);
   }
 
-  /** Calls `stop(reason)` once when the deadline or the caller's `signal` aborts (at once if it has), unless disarmed; observe mode only records it. */
-  arm(stop: (reason: unknown) => void, signal?: AbortSignal): void {
-    if (this.stop !== undefined) return;
-    this.stop = stop;
+  /** Stops the call for `reason`: the deadline or the caller's signal aborted while it was armed (enforce mode). */
+  protected abstract cut(reason: unknown): void;
+
+  /** Calls `cut(reason)` once when the deadline or the caller's `signal` aborts (at once if it has), unless disarmed; observe mode only records it. */
+  protected arm(signal?: AbortSignal): void {
+    if (this.armed) return;
+    this.armed = true;
     // The guard is its own watcher and signal listener: no closure per call.
     watchDeadline(this.deadline, this);
-    if (this.stop === undefined || signal === undefined) return;
+    if (!this.armed || signal === undefined) return;
     this.armedSignal = signal;
     signal.addEventListener('abort', this);
   }
 
   /** @internal The deadline aborted. */
   onAbort(reason: unknown): void {
-    const stop = this.stop;
-    if (stop === undefined) return;
+    if (!this.armed) return;
     this.disarm();
     if (this.observe) this.record({ [WOULD_ABORT]: true });
-    else stop(reason);
+    else this.cut(reason);
   }
 
   /** @internal The caller's signal aborted (an EventListener object). */
@@ -55,8 +57,8 @@ export class CallGuard implements AbortWatcher {
   }
 
   disarm(): void {
-    if (this.stop === undefined) return;
-    this.stop = undefined;
+    if (!this.armed) return;
+    this.armed = false;
     unwatchDeadline(this.deadline, this);
     this.armedSignal?.removeEventListener('abort', this);
     this.armedSignal = undefined;

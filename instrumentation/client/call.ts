@@ -32,6 +32,8 @@ export class OutgoingCall extends CallGuard {
    */
   hasTiedRequest = false;
   private readonly callerSignal: AbortSignal | undefined;
+  /** What armFor was given: it stops the transport. */
+  private stop: ((reason: unknown) => void) | undefined;
   private openRequests = 0;
   private apiDone = false;
 
@@ -43,15 +45,18 @@ export class OutgoingCall extends CallGuard {
     this.callerSignal = init.callerSignal;
   }
 
-  /** Calls `action(reason)` at the cutoff or when the caller's signal aborts, whichever comes first, unless the call settles before. */
-  override arm(action: (reason: unknown) => void): void {
+  /** Calls `stop(reason)` at the cutoff or when the caller's signal aborts, whichever comes first, unless the call settles before. */
+  armFor(stop: (reason: unknown) => void): void {
     if (this.settled) return;
-    super.arm((reason) => {
-      this.settled = true;
-      // A request that may have been received and had an effect (a body, or a method that usually has one).
-      this.recordAbort(reason, this.sent && (this.hasBody || !NO_BODY_METHODS.has(this.method)));
-      action(reason);
-    }, this.callerSignal);
+    this.stop = stop;
+    this.arm(this.callerSignal);
+  }
+
+  protected cut(reason: unknown): void {
+    this.settled = true;
+    // A request that may have been received and had an effect (a body, or a method that usually has one).
+    this.recordAbort(reason, this.sent && (this.hasBody || !NO_BODY_METHODS.has(this.method)));
+    this.stop!(reason);
   }
 
   requestOpened(): void {

@@ -85,7 +85,7 @@ export function makeFetchWrapper(host: ClientHost, transport: 'fetch' | 'undici'
       const pending = context.with(decision.context, () => original.call(this, input, options));
       // Armed once fetch has returned: Node 20's fetch asserts (and the process dies) if its signal
       // aborts while fetch() is still setting up, and undici's request channel runs in there.
-      call.arm((reason) => controller?.abort(reason));
+      call.armFor((reason) => controller?.abort(reason));
       return pending.then(
         async (response) => {
           const claim = call.observe ? undefined : await rejectClaimOf(host.settings, call, transport, requestUrl(), response).catch(() => undefined);

@@ -168,7 +168,7 @@ function guardRequest(request: http.ClientRequest, call: OutgoingCall, operation
     call.settle();
   });
   if (!call.observe) convertRejectReplies(request, call, operation, settings, url);
-  call.arm((reason) => abortRequest(request, reason));
+  call.armFor((reason) => abortRequest(request, reason));
 }
 
 /** Set while our wrapper runs the original synchronously, so a nested call through another of our wrappers passes. */

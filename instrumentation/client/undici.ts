@@ -141,7 +141,7 @@ export function makeUndiciWrapper(host: ClientHost, api: Api, topLevel: boolean)
       let failNow: ((reason: unknown) => void) | undefined;
       // Observe mode never aborts: the caller's own signal goes as it is.
       const controller = call.observe ? undefined : new AbortController();
-      call.arm((reason) => {
+      call.armFor((reason) => {
         controller?.abort(reason);
         failNow?.(reason);
       });

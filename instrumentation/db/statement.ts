@@ -33,6 +33,7 @@ export class DbStatement extends CallGuard {
   /** Set when a DeadlineSpanProcessor writes `completed` as the span ends on its reply (statement-in-flight.ts). */
   private spanEndsCompleted = false;
   private ownSpan = false;
+  private handler: CutoffHandler | undefined;
 
   /** `subject` is the SQL text or the driver's command; `write` undefined: decided from the SQL text at a cutoff. */
   constructor(
@@ -70,11 +71,14 @@ export class DbStatement extends CallGuard {
   /** Calls `handler.onCutoff(reason)` once at the cutoff or on cancellation, unless the statement settles first. */
   armFor(handler: CutoffHandler): void {
     if (this.settled) return;
-    this.arm((reason) => {
-      if (this.reason !== undefined) return;
-      this.reason = reason ?? new DeadlineExceededError(this.operation, this.deadline.expiresAtMs);
-      handler.onCutoff(this.reason);
-    });
+    this.handler = handler;
+    this.arm();
+  }
+
+  protected cut(reason: unknown): void {
+    if (this.reason !== undefined) return;
+    this.reason = reason ?? new DeadlineExceededError(this.operation, this.deadline.expiresAtMs);
+    this.handler!.onCutoff(this.reason);
   }
 
   /** The caller's error for the abort, the driver's error (if any) as `cause`. */

@@ -103,7 +103,7 @@ export class GrpcCallGuard extends CallGuard implements CallListener {
     // The guard listens in the caller's listener's place, and passes everything on.
     start.call(this.call, metadata, this);
     // After start: a cancel needs a started call. Runs at once if already aborted.
-    if (!this.ended) this.arm((reason) => this.cancelFor(reason));
+    if (!this.ended) this.arm();
     if (this.ended) this.disarm();
   }
 
@@ -135,7 +135,7 @@ export class GrpcCallGuard extends CallGuard implements CallListener {
   }
 
   /** At the cutoff or an upstream cancel (enforce mode; the guard records it in observe mode). */
-  private cancelFor(reason: unknown): void {
+  protected cut(reason: unknown): void {
     if (this.ended) return;
     this.reason = this.reasonFor(reason);
     this.sentAtAbort = this.mayHaveSent();
