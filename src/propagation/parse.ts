@@ -46,10 +46,9 @@ export function smallest(raw: HeaderValue, parseOne: ParseOne, maxLength = MAX_H
 
 /** 1 to 15 ASCII digits: always a safe integer, so summed digit by digit it is exact. */
 export function parseIntegerMs(item: string): number | undefined {
-  const { length } = item;
-  if (length === 0 || length > 15) return undefined;
+  if (item.length === 0 || item.length > 15) return undefined;
   let value = 0;
-  for (let i = 0; i < length; i++) {
+  for (let i = 0; i < item.length; i++) {
     const digit = item.charCodeAt(i) - 48;
     if (digit < 0 || digit > 9) return undefined;
     value = value * 10 + digit;
