@@ -1,5 +1,4 @@
 /** Pure deadline arithmetic on the monotonic clock, so wall-clock jumps cannot change a budget. */
-import { performance } from 'node:perf_hooks';
 
 /** setTimeout's ceiling. Node fires larger delays after ~1 ms, so never pass one through. */
 const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
@@ -7,7 +6,7 @@ const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 /** The longest deadline accepted: 100 days. Longer is a mistake, refused with a RangeError; wire values are clamped. */
 export const MAX_DEADLINE_MS = 100 * 24 * 60 * 60 * 1000;
 
-/** The monotonic clock, in milliseconds. */
+/** The monotonic clock, in milliseconds: the global `performance` at each read, so fake timers installed before a deadline opens govern it. */
 export function monotonicNow(): number {
   return performance.now();
 }
