@@ -32,7 +32,7 @@ export class OutgoingCall extends CallGuard {
    */
   hasTiedRequest = false;
   private readonly callerSignal: AbortSignal | undefined;
-  /** What armFor was given: it stops the transport. */
+  /** What armFor was given: it stops the transport. Dropped once settled: the call may outlive its request in a context. */
   private stop: ((reason: unknown) => void) | undefined;
   private openRequests = 0;
   private apiDone = false;
@@ -53,10 +53,11 @@ export class OutgoingCall extends CallGuard {
   }
 
   protected cut(reason: unknown): void {
-    this.settled = true;
+    const stop = this.stop!;
+    this.settle();
     // A request that may have been received and had an effect (a body, or a method that usually has one).
     this.recordAbort(reason, this.sent && (this.hasBody || !NO_BODY_METHODS.has(this.method)));
-    this.stop!(reason);
+    stop(reason);
   }
 
   requestOpened(): void {
@@ -78,6 +79,7 @@ export class OutgoingCall extends CallGuard {
   settle(): void {
     if (this.settled) return;
     this.settled = true;
+    this.stop = undefined;
     this.end();
   }
 }

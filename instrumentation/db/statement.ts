@@ -92,11 +92,12 @@ export class DbStatement extends CallGuard {
     this.settle(error);
   }
 
-  /** Ends the guard. An aborted write is `unknown` unless its cancel was confirmed or it was not `sent`. */
+  /** Ends the guard, which lets go of its handler (the driver's query). An aborted write is `unknown` unless its cancel was confirmed or it was not `sent`. */
   settle(error?: unknown, cancel?: DbCancel, sent = true): void {
     if (this.settled) return;
     this.settled = true;
     this.disarm();
+    this.handler = undefined;
     if (this.reason !== undefined) {
       this.recordAbort(this.reason, sent && cancel !== 'confirmed' && this.isWrite());
       if (cancel !== undefined) this.record({ [ATTR_DEADLINE_DB_CANCEL]: cancel });

@@ -36,7 +36,8 @@ export function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadl
  * interceptor may have held the start back.
  */
 function refreshWritten(metadata: GrpcMetadata, deadline: Deadline): boolean {
-  if (!globalPropagatorWritesDeadline() || writtenMs(metadata, HEADER_AT_MS) !== Math.floor(deadline.expiresAtMs)) return false;
+  const written = metadata.get(HEADER_AT_MS);
+  if (!globalPropagatorWritesDeadline() || written.length !== 1 || typeof written[0] !== 'string' || parseIntegerMs(written[0]) !== Math.floor(deadline.expiresAtMs)) return false;
   metadata.set(HEADER_REMAINING_MS, String(Math.floor(deadline.remainingMs())));
   return true;
 }
@@ -48,12 +49,6 @@ function globalPropagatorWritesDeadline(): boolean {
   } catch {
     return false;
   }
-}
-
-/** The value of `key` when it is one whole number of ms, as our propagator writes it. */
-function writtenMs(metadata: GrpcMetadata, key: string): number | undefined {
-  const values = metadata.get(key);
-  return values.length === 1 && typeof values[0] === 'string' ? parseIntegerMs(values[0]) : undefined;
 }
 
 /**
