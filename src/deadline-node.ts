@@ -151,9 +151,10 @@ export class DeadlineNode implements ManagedDeadline {
 
   /** @internal Tells `watcher` once when this aborts (at once if it has), until `unsubscribe`: see `watchDeadline`. */
   subscribe(watcher: AbortWatcher): void {
-    // arm() ends by deriving the abort state; an armed node is derived here instead.
-    if (this.armed || this.reason !== NOT_ABORTED) this.currentReason();
-    else this.arm();
+    // arm() ends by deriving the abort state. An armed node with its timer set is told of any abort, by push or by
+    // that timer, so it reads no clock: a cutoff passed a moment ago reaches the watcher when the timer runs.
+    if (!this.armed) this.arm();
+    else if (this.timer === undefined) this.currentReason();
     if (this.reason !== NOT_ABORTED) return watcher.onAbort(this.reason);
     this.startTimer();
     (this.abortSubscribers ??= new Set()).add(watcher);

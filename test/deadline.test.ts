@@ -433,6 +433,34 @@ describe('subscriptions and leftBeforeAbort (what the guards use on every call)'
     }
   });
 
+  it('a watcher of an armed deadline reads no clock, and hears of a cutoff passed a moment ago from its timer', async () => {
+    const d = openDeadline({ operation: 'blocked', timeoutMs: 5, parent: null }) as DeadlineNode;
+    const seen: unknown[] = [];
+    // The first watcher arms the deadline and sets its timer at the cutoff.
+    watchAbort(d, (reason) => seen.push(reason));
+    // The event loop stays blocked past the cutoff: the timer cannot have run.
+    while (d.remainingMs() > 0);
+    const reads = vi.spyOn(performance, 'now');
+    try {
+      watchAbort(d, (reason) => seen.push(reason));
+      expect(reads).not.toHaveBeenCalled();
+    } finally {
+      reads.mockRestore();
+    }
+    expect(seen).toEqual([]);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(seen).toHaveLength(2);
+    expect(seen[0]).toBeInstanceOf(DeadlineExceededError);
+    expect(seen[1]).toBe(seen[0]);
+    // An unarmed deadline past its cutoff tells a new watcher at once.
+    const late = openDeadline({ operation: 'late', timeoutMs: 1, parent: null });
+    while (late.remainingMs() > 0);
+    const told: unknown[] = [];
+    watchAbort(late, (reason) => told.push(reason));
+    expect(told[0]).toBeInstanceOf(DeadlineExceededError);
+    disposeAll(d, late);
+  });
+
   it('mayStart says yes exactly when refusalAt has no refusal', () => {
     const d = openDeadline({ operation: 'call', timeoutMs: 10_000, parent: null });
     for (const left of [-1, 0, 0.5, 5, 50, Number.NaN]) {

@@ -94,11 +94,13 @@ export class GrpcCallGuard extends CallGuard implements CallListener {
     this.listener = listener;
     const { deadline, observe, refusal } = this;
     if (refusal !== undefined) return this.endBeforeStart(refusal, true);
-    if (!observe && deadline.aborted) return this.endBeforeStart(this.reasonFor(deadline.abortReason), false);
+    // One clock read for whether the deadline aborted while the start was held back, and for the remaining to send.
+    const left = budgetLeft(deadline);
+    if (!observe && left < 0) return this.endBeforeStart(this.reasonFor(deadline.abortReason), false);
     // Our deadline metadata only where `propagateTo` lets it go.
     const allowed = this.settings.propagatesTo;
     const ownSpan = this.ownSpan ? this.span : undefined;
-    if (allowed === undefined || allowed(grpcTargetUrl(this.channel.getTarget()))) injectDeadline(metadata, this.ctx, deadline, ownSpan, this.ownEpoch);
+    if (allowed === undefined || allowed(grpcTargetUrl(this.channel.getTarget()))) injectDeadline(metadata, this.ctx, deadline, left >= 0 ? left : deadline.remainingMs(), ownSpan, this.ownEpoch);
     else injectWithoutDeadline(metadata, this.ctx, ownSpan);
     // The guard listens in the caller's listener's place, and passes everything on.
     start.call(this.call, metadata, this);

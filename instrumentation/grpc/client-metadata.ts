@@ -14,16 +14,16 @@ const propagator = new DeadlinePropagator();
 /**
  * Our deadline metadata, next to the `grpc-timeout` grpc-js writes from the clamped deadline; a call's own
  * earlier deadline goes in ours too, so the server sees no false skew. With a span of our own, the global
- * propagator writes trace-context and baggage as instrumentation-grpc would.
+ * propagator writes trace-context and baggage as instrumentation-grpc would. `remainingMs` is the deadline's now.
  */
-export function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadline: Deadline, ownSpan: Span | undefined, ownEpoch: number): void {
+export function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadline: Deadline, remainingMs: number, ownSpan: Span | undefined, ownEpoch: number): void {
   // The caller may run where an earlier call to an unlisted host left its mark (see withDeadlineOnWire): this target is listed.
   const ctx = withDeadlineOnWire(callerCtx);
   if (ownSpan !== undefined) propagation.inject(trace.setSpan(ctx, ownSpan), metadata, METADATA_SETTER);
-  if (ownSpan !== undefined || !refreshWritten(metadata, deadline)) propagator.inject(ctx, metadata, METADATA_SETTER);
+  if (ownSpan !== undefined || !refreshWritten(metadata, deadline, remainingMs)) propagator.inject(ctx, metadata, METADATA_SETTER);
   if (ownEpoch === Infinity) return;
   const nowEpoch = Date.now();
-  if (ownEpoch < nowEpoch + deadline.remainingMs()) {
+  if (ownEpoch < nowEpoch + remainingMs) {
     metadata.set(HEADER_REMAINING_MS, String(Math.max(0, Math.floor(ownEpoch - nowEpoch))));
     metadata.set(HEADER_AT_MS, String(Math.floor(ownEpoch)));
   }
@@ -35,10 +35,10 @@ export function injectDeadline(metadata: GrpcMetadata, callerCtx: Context, deadl
  * baggage entry), and the cutoff written is this one. The remaining it wrote is written again, as it is now: an
  * interceptor may have held the start back.
  */
-function refreshWritten(metadata: GrpcMetadata, deadline: Deadline): boolean {
+function refreshWritten(metadata: GrpcMetadata, deadline: Deadline, remainingMs: number): boolean {
   const written = metadata.get(HEADER_AT_MS);
   if (!globalPropagatorWritesDeadline() || written.length !== 1 || typeof written[0] !== 'string' || parseIntegerMs(written[0]) !== Math.floor(deadline.expiresAtMs)) return false;
-  metadata.set(HEADER_REMAINING_MS, String(Math.floor(deadline.remainingMs())));
+  metadata.set(HEADER_REMAINING_MS, String(Math.floor(remainingMs)));
   return true;
 }
 
