@@ -13,6 +13,11 @@ import { DbStatement, type CutoffHandler } from '../../instrumentation/db/statem
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
+/** A weak reference to what `make` returns, made in a scope of its own so that only what it was handed holds it. */
+function heldOnlyBy<T extends object>(make: () => T): WeakRef<T> {
+  return new WeakRef(make());
+}
+
 /** Lets the current turn's references go, then collects. */
 async function collect(): Promise<void> {
   await new Promise((resolve) => setImmediate(resolve));
@@ -23,11 +28,11 @@ describe('a settled guard', () => {
   it('an HTTP call: drops the function that would stop its transport', async () => {
     const deadline = openDeadline({ operation: 'request', timeoutMs: 10_000, parent: null });
     const call = new OutgoingCall({ deadline, observe: false, transport: 'http', method: 'GET', hasBody: false });
-    const held = (() => {
+    const held = heldOnlyBy(() => {
       const request = { body: new Uint8Array(1024) };
       call.armFor(() => void request.body.fill(0));
-      return new WeakRef(request);
-    })();
+      return request;
+    });
     call.apiSettled();
     await collect();
     expect(call.settled).toBe(true);
@@ -40,11 +45,11 @@ describe('a settled guard', () => {
     const caller = new AbortController();
     const call = new OutgoingCall({ deadline, observe: false, transport: 'http', method: 'GET', hasBody: false, callerSignal: caller.signal });
     const stopped: unknown[] = [];
-    const held = (() => {
+    const held = heldOnlyBy(() => {
       const request = { stopped };
       call.armFor((reason) => void request.stopped.push(reason));
-      return new WeakRef(request);
-    })();
+      return request;
+    });
     caller.abort(new Error('caller gone'));
     await collect();
     expect(stopped).toHaveLength(1);
@@ -55,11 +60,11 @@ describe('a settled guard', () => {
   it('a statement: drops its cutoff handler', async () => {
     const deadline = openDeadline({ operation: 'request', timeoutMs: 10_000, parent: null });
     const statement = new DbStatement(deadline, false, 'pg', false, 'SELECT 1');
-    const held = (() => {
+    const held = heldOnlyBy(() => {
       const handler: CutoffHandler & { query: Uint8Array } = { query: new Uint8Array(1024), onCutoff: () => {} };
       statement.armFor(handler);
-      return new WeakRef(handler);
-    })();
+      return handler;
+    });
     statement.settle();
     await collect();
     expect(statement.settled).toBe(true);
